@@ -11,7 +11,9 @@ import (
 type Operator string
 
 // Actor is the operator as stamped on events.
-func (o Operator) Actor() ledger.Actor { return ledger.Actor{Kind: ledger.ActorOperator, ID: string(o)} }
+func (o Operator) Actor() ledger.Actor {
+	return ledger.Actor{Kind: ledger.ActorOperator, ID: string(o)}
+}
 
 // Admin operations (idempotency operation names).
 const (

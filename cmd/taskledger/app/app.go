@@ -32,7 +32,7 @@ type Config struct {
 	Commands      commands.Config
 	SnapshotEvery uint64
 	Logger        zerolog.Logger
-	NoSync        bool          // benchmarks only
+	NoSync        bool           // benchmarks only
 	Clock         commands.Clock // nil: wall clock
 	// Stderr receives operator messages (where the initial token is).
 	Stderr func(format string, args ...any)
