@@ -311,7 +311,7 @@ func (e *Engine) runBatch(batch []*request) {
 		if manual != nil {
 			b.ManualClock = &ledger.ManualClock{Enabled: true, Now: *manual}
 		}
-		start := time.Now()
+		start := time.Now() //tl:wallclock commit-latency metric
 		commitErr = e.log.Append(b)
 		if commitErr == nil && e.metrics.BatchCommitted != nil {
 			e.metrics.BatchCommitted(len(batch), len(events), time.Since(start))

@@ -87,7 +87,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		return nil, ErrManualLedger
 	}
 	metrics := api.NewMetrics()
-	start := time.Now()
+	start := time.Now() //tl:wallclock replay-duration metric
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
 	state, err := Load(store, pcfg, cfg.Logger)
 	if err != nil {
