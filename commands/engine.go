@@ -90,7 +90,8 @@ type Engine struct {
 
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
-	closeOnce sync.Once
+	closeMu sync.RWMutex // senders hold it for reading while they enqueue
+	closed  bool
 }
 
 type request struct {
@@ -138,13 +139,18 @@ func (e *Engine) Manual() *ManualClock { return e.manual }
 // committed).
 func (e *Engine) Do(ctx context.Context, cmd Command) (Result, error) {
 	r := &request{cmd: cmd, done: make(chan struct{})}
+	e.closeMu.RLock()
+	if e.closed {
+		e.closeMu.RUnlock()
+		return Result{}, ErrShuttingDown
+	}
 	select {
 	case e.in <- r:
-	case <-e.stop:
-		return Result{}, ErrShuttingDown
 	case <-ctx.Done():
+		e.closeMu.RUnlock()
 		return Result{}, ctx.Err()
 	}
+	e.closeMu.RUnlock()
 	// Once queued, the answer always comes: the batch commits or fails.
 	<-r.done
 	return r.res, r.err
@@ -191,7 +197,13 @@ func (e *Engine) Err() error {
 // Close stops accepting commands, finishes the batch in flight, and
 // answers everything still queued with ErrShuttingDown.
 func (e *Engine) Close() {
-	e.closeOnce.Do(func() { close(e.stop) })
+	e.closeMu.Lock()
+	first := !e.closed
+	e.closed = true
+	e.closeMu.Unlock()
+	if first {
+		close(e.stop) // no sender is between its check and its enqueue now
+	}
 	<-e.done
 }
 
@@ -329,6 +341,7 @@ func (e *Engine) runBatch(batch []*request) {
 		e.reload()
 	} else {
 		e.committed = head
+		afterCommit(events)
 		if manual != nil && e.manual != nil {
 			e.manual.Set(time.UnixMilli(*manual))
 		}
