@@ -2,11 +2,14 @@ package api_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +250,18 @@ func i4MustTime(t testing.TB, s string) time.Time {
 		t.Fatalf("time %q: %v", s, err)
 	}
 	return v
+}
+
+// i4NoSecret fails if body holds a token of the life (device, claim,
+// admin) or its SHA-256 in hex.
+func i4NoSecret(t testing.TB, body []byte, l *i4Life) {
+	t.Helper()
+	for name, s := range map[string]string{"device token": l.d.Token, "claim token": l.tok, "admin token": l.n.AdminToken} {
+		sum := sha256.Sum256([]byte(s))
+		for _, form := range []string{s, hex.EncodeToString(sum[:])} {
+			if bytes.Contains(bytes.ToLower(body), []byte(strings.ToLower(form))) {
+				t.Fatalf("response carries the %s or its hash: %s", name, body)
+			}
+		}
+	}
 }
