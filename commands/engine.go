@@ -90,6 +90,8 @@ type Engine struct {
 
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
+	committedHook func(head ledger.Head, events []*ledger.Event)
+
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
 	closed  bool
 }
@@ -112,6 +114,11 @@ type Options struct {
 	Metrics  Metrics
 	Logger   zerolog.Logger
 	MaxBatch int
+	// Committed, when set, is called by the sequencer after every commit
+	// that appended events, with the new head and those events, while it
+	// still holds the projections' write lock: it must return at once and
+	// must not call Read (snapshots and metrics hand the work elsewhere).
+	Committed func(head ledger.Head, events []*ledger.Event)
 }
 
 // NewEngine starts the sequencer over a loaded state.
@@ -121,7 +128,7 @@ func NewEngine(o Options) *Engine {
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), stop: make(chan struct{}), done: make(chan struct{}),
-		maxBatch: o.MaxBatch, state: o.State, committed: o.State.Head, manual: o.Manual}
+		maxBatch: o.MaxBatch, state: o.State, committed: o.State.Head, manual: o.Manual, committedHook: o.Committed}
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}
@@ -342,6 +349,9 @@ func (e *Engine) runBatch(batch []*request) {
 	} else {
 		e.committed = head
 		afterCommit(events)
+		if e.committedHook != nil && len(events) > 0 {
+			e.committedHook(head, events)
+		}
 		if manual != nil && e.manual != nil {
 			e.manual.Set(time.UnixMilli(*manual))
 		}
