@@ -1,0 +1,232 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"taskledger/cmd/taskledger/app/apptest"
+)
+
+// ctPresenceBody is a presence heartbeat reporting checks.
+func ctPresenceBody(d *apptest.Device, checks map[string]bool) map[string]any {
+	return map[string]any{"device_id": d.ID, "app_version": "1.4.2", "os_version": "Android 14",
+		"target_app_version": "7.1.0", "checks": checks}
+}
+
+// ctEventTypes returns the types of a task's events, in order.
+func ctEventTypes(t *testing.T, n *apptest.Node, id string) []string {
+	t.Helper()
+	r := n.Do("GET", ctAdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
+	apptest.Must(t, r, http.StatusOK)
+	var out []string
+	for _, e := range r.JSON()["events"].([]any) {
+		out = append(out, apptest.Str(e.(map[string]any), "type"))
+	}
+	return out
+}
+
+// Presence older than the presence TTL (2 min; equality is expired), no
+// presence at all, or a required check that is false or missing → 409
+// device_not_ready, nothing appended.
+func TestContractClaimDeviceNotReady(t *testing.T) {
+	n := apptest.Start(t)
+	id := n.CreateTask(nil)
+	d := n.RegisterDevice()
+	h := n.Head()
+	ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+
+	// Presence TTL boundary: exactly 2 minutes old is stale.
+	apptest.Must(t, d.Ready(), http.StatusOK)
+	n.Advance(2 * time.Minute)
+	h = n.Head()
+	ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+
+	// A default required check false, or not reported.
+	for _, checks := range []map[string]bool{
+		{"accessibility_connected": true, "target_app_installed": false},
+		{"accessibility_connected": true},
+		{"something_else": true},
+	} {
+		r := n.Do("POST", ctPresence, d.Token, ctPresenceBody(d, checks), nil)
+		apptest.Must(t, r, http.StatusOK)
+		if m := r.JSON(); m["claimable"] != false || len(m["missing_checks"].([]any)) == 0 {
+			t.Fatalf("presence answer for %v: %s", checks, r.Body)
+		}
+		ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	}
+
+	// One second inside the TTL is fine.
+	apptest.Must(t, d.Ready(), http.StatusOK)
+	n.Advance(2*time.Minute - time.Second)
+	r, _ := d.Claim()
+	apptest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != id {
+		t.Fatalf("claimed %s", ctTaskOf(r))
+	}
+
+	// A device's own required checks replace the default.
+	e := n.RegisterDevice("camera_ok")
+	n.CreateTask(nil)
+	r = n.Do("POST", ctPresence, e.Token, ctPresenceBody(e, map[string]bool{"camera_ok": false, "accessibility_connected": true,
+		"target_app_installed": true}), nil)
+	apptest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); m["claimable"] != false || len(m["missing_checks"].([]any)) != 1 || m["missing_checks"].([]any)[0] != "camera_ok" {
+		t.Fatalf("presence answer: %s", r.Body)
+	}
+	h = n.Head()
+	ctRefused(t, n, h, e.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	r = n.Do("POST", ctPresence, e.Token, ctPresenceBody(e, map[string]bool{"camera_ok": true}), nil)
+	apptest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); m["claimable"] != true || len(m["missing_checks"].([]any)) != 0 {
+		t.Fatalf("presence answer: %s", r.Body)
+	}
+	r, _ = e.Claim()
+	apptest.Must(t, r, http.StatusOK)
+	// An empty required list needs no check at all.
+	g := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "g", "required_checks": []string{}}, nil)
+	apptest.Must(t, g, http.StatusCreated)
+	gd := &apptest.Device{N: n, ID: apptest.Str(g.JSON(), "device_id"), Token: apptest.Str(g.JSON(), "token"), Session: ctNewID()}
+	r = n.Do("POST", ctPresence, gd.Token, ctPresenceBody(gd, map[string]bool{"anything": false}), nil)
+	apptest.Must(t, r, http.StatusOK)
+	if r.JSON()["claimable"] != true {
+		t.Fatalf("device with no required checks: %s", r.Body)
+	}
+}
+
+// The session rule: the same session gets its open claim back
+// (task.claim_resumed, same generation and version) with the same client
+// token (another → 403 claim_token_mismatch); another session, or a
+// started task → 409 claim_requires_manual, recorded (a replay answers the
+// same 409 and appends nothing). The device never gets a second task.
+func TestContractClaimSessionRule(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	b := n.CreateTask(nil)
+	first, tok := d.Claim()
+	apptest.Must(t, first, http.StatusOK)
+	if ctTaskOf(first) != a {
+		t.Fatalf("claimed %s, want %s", ctTaskOf(first), a)
+	}
+
+	// Resume: same session, same token, new key.
+	n.Advance(time.Minute)
+	apptest.Must(t, d.Ready(), http.StatusOK)
+	h := n.Head()
+	r := d.ClaimWith(apptest.NewKey(), tok)
+	apptest.Must(t, r, http.StatusOK)
+	if n.Head() != h+1 {
+		t.Fatalf("resume appended %d events, want 1", n.Head()-h)
+	}
+	fm, rm := first.JSON(), r.JSON()
+	if ctTaskOf(r) != a || apptest.Num(rm, "claim_generation") != 1 || apptest.Num(rm, "version") != 2 ||
+		apptest.Str(rm, "lease_expires_at") != apptest.Str(fm, "lease_expires_at") || apptest.Str(rm, "state") != "CLAIMED" {
+		t.Fatalf("resumed claim %s differs from %s", r.Body, first.Body)
+	}
+	if _, has := rm["claim"].(map[string]any)["token"]; has {
+		t.Fatalf("client-issued token echoed: %s", r.Body)
+	}
+	types := ctEventTypes(t, n, a)
+	if types[len(types)-1] != "task.claim_resumed" {
+		t.Fatalf("events %v", types)
+	}
+
+	// Same session, another token.
+	h = n.Head()
+	ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusForbidden, "claim_token_mismatch")
+
+	// Another session: recorded claim_requires_manual.
+	sess, other := d.Session, ctNewID()
+	d.Session = other
+	mk := apptest.NewKey()
+	man := d.ClaimWith(mk, tok)
+	ctErr(t, man, http.StatusConflict, "claim_requires_manual")
+	if n.Head() != h+1 {
+		t.Fatalf("claim_requires_manual appended %d events, want 1", n.Head()-h)
+	}
+	h = n.Head()
+	ctReplayed(t, man, d.ClaimWith(mk, tok))
+	ctSame(t, n, h)
+	d.Session = sess
+	if st, v := ctState(n, a); st != "CLAIMED" || v != 2 {
+		t.Fatalf("task %s v%d", st, v)
+	}
+	if st, _ := ctState(n, b); st != "PENDING" {
+		t.Fatalf("second task %s: the device got two tasks", st)
+	}
+
+	// Started: even the same session is refused.
+	ctStart(t, d, a, tok, 1)
+	h = n.Head()
+	sk := apptest.NewKey()
+	started := d.ClaimWith(sk, tok)
+	ctErr(t, started, http.StatusConflict, "claim_requires_manual")
+	if n.Head() != h+1 {
+		t.Fatalf("claim_requires_manual appended %d events, want 1", n.Head()-h)
+	}
+	// The recorded refusal replays as recorded even once the cause is gone.
+	apptest.Must(t, ctCancel(n, a), http.StatusOK)
+	h = n.Head()
+	ctReplayed(t, started, d.ClaimWith(sk, tok))
+	d.Session = other
+	ctReplayed(t, man, d.ClaimWith(mk, tok))
+	ctSame(t, n, h)
+	if st, _ := ctState(n, b); st != "PENDING" {
+		t.Fatalf("second task %s", st)
+	}
+}
+
+// Selection takes the oldest claimable task (created_at, then creation
+// seq), skipping tasks without an eligible authorization, canceled or
+// claimed ones; a released task is older than later ones.
+func TestContractClaimSelectionOldest(t *testing.T) {
+	n := apptest.Start(t)
+	var ids []string
+	unauth := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
+	apptest.Must(t, unauth, http.StatusCreated)
+	canceled := n.CreateTask(map[string]any{"c": 1})
+	apptest.Must(t, ctCancel(n, canceled), http.StatusOK)
+	for i := 0; i < 4; i++ {
+		ids = append(ids, n.CreateTask(map[string]any{"i": i}))
+		if i%2 == 0 {
+			n.Advance(time.Second)
+		}
+	}
+	devs := make([]*apptest.Device, 5)
+	for i := range devs {
+		devs[i] = ctReadyDevice(t, n)
+	}
+	got := []string{}
+	toks := []string{}
+	for _, d := range devs[:3] {
+		id, tok, _ := ctClaim(t, d)
+		got = append(got, id)
+		toks = append(toks, tok)
+	}
+	for i := range got {
+		if got[i] != ids[i] {
+			t.Fatalf("claim %d got %s, want %s (order %v)", i, got[i], ids[i], ids)
+		}
+	}
+	// The oldest is released: it is next again, before ids[3].
+	apptest.Must(t, devs[0].Call(ids[0], "release", toks[0], map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
+	id, _, r := ctClaim(t, devs[3])
+	if id != ids[0] || apptest.Num(r.JSON(), "claim_generation") != 2 {
+		t.Fatalf("after release got %s, want %s gen 2", r.Body, ids[0])
+	}
+	id, _, _ = ctClaim(t, devs[4])
+	if id != ids[3] {
+		t.Fatalf("got %s, want %s", id, ids[3])
+	}
+	// Nothing else is claimable: the unauthorized and canceled tasks stay.
+	r, _ = devs[0].Claim()
+	apptest.Must(t, r, http.StatusNoContent)
+	// Authorizing the old task makes it claimable (it is the oldest).
+	uid := apptest.Str(unauth.JSON(), "id")
+	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+uid+"/authorize", n.AdminToken, map[string]any{"expected_revision": 1, "ttl_seconds": 900}, nil), http.StatusOK)
+	id, _, _ = ctClaim(t, devs[0])
+	if id != uid {
+		t.Fatalf("got %s, want the newly authorized %s", id, uid)
+	}
+}

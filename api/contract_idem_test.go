@@ -1,0 +1,355 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"taskledger/cmd/taskledger/app/apptest"
+)
+
+// Same key and same request → the recorded status and body with
+// Idempotent-Replayed: true, and nothing appended: claim-next, release,
+// start, heartbeat. A device replay answers values as of the original
+// command even after the task moved on.
+func TestContractIdemReplayDevice(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	b := n.CreateTask(nil)
+
+	// claim-next
+	ck, tok := apptest.NewKey(), apptest.NewClaimToken()
+	first := d.ClaimWith(ck, tok)
+	apptest.Must(t, first, http.StatusOK)
+	if ctTaskOf(first) != a {
+		t.Fatalf("claimed %s, want the oldest %s", ctTaskOf(first), a)
+	}
+	h := n.Head()
+	again := d.ClaimWith(ck, tok)
+	ctReplayed(t, first, again)
+	ctSame(t, n, h)
+
+	// release
+	rk := apptest.NewKey()
+	rel := d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, rk)
+	apptest.Must(t, rel, http.StatusOK)
+	h = n.Head()
+	ctReplayed(t, rel, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, rk))
+	ctSame(t, n, h)
+
+	// The claim is no longer current: its replay is refused.
+	ctRefused(t, n, h, d.ClaimWith(ck, tok), http.StatusConflict, "claim_replay_expired")
+
+	// start and heartbeat on the next claim (the released task a is
+	// older than b, so a comes back with generation 2).
+	ck2, tok2 := apptest.NewKey(), apptest.NewClaimToken()
+	c2 := d.ClaimWith(ck2, tok2)
+	apptest.Must(t, c2, http.StatusOK)
+	if ctTaskOf(c2) != a || apptest.Num(c2.JSON(), "claim_generation") != 2 {
+		t.Fatalf("want %s generation 2, got %s", a, c2.Body)
+	}
+	sk := apptest.NewKey()
+	start := d.Call(a, "start", tok2, map[string]any{"claim_generation": 2, "expected_version": 4}, sk)
+	apptest.Must(t, start, http.StatusOK)
+	ex := apptest.Str(start.JSON(), "execution_id")
+	h = n.Head()
+	ctReplayed(t, start, d.Call(a, "start", tok2, map[string]any{"claim_generation": 2, "expected_version": 4}, sk))
+	ctSame(t, n, h)
+
+	hk := apptest.NewKey()
+	hb := map[string]any{"claim_generation": 2, "execution_id": ex, "step": "one", "client_time": "2026-01-01T00:00:00Z"}
+	beat := d.Call(a, "heartbeat", tok2, hb, hk)
+	apptest.Must(t, beat, http.StatusOK)
+	if apptest.Str(beat.JSON(), "step") != "one" {
+		t.Fatalf("heartbeat answer lacks step: %s", beat.Body)
+	}
+	h = n.Head()
+	ctReplayed(t, beat, d.Call(a, "heartbeat", tok2, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "one",
+		"client_time": "2026-01-01T00:00:00Z"}, hk))
+	ctSame(t, n, h)
+
+	// Time moves and a later heartbeat extends the lease: replays still
+	// answer the original values.
+	n.Advance(10 * time.Second)
+	later := d.Call(a, "heartbeat", tok2, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "two"}, "")
+	apptest.Must(t, later, http.StatusOK)
+	if apptest.Str(later.JSON(), "lease_expires_at") == apptest.Str(beat.JSON(), "lease_expires_at") {
+		t.Fatalf("later heartbeat did not extend the lease")
+	}
+	h = n.Head()
+	ctReplayed(t, beat, d.Call(a, "heartbeat", tok2, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "one",
+		"client_time": "2026-01-01T00:00:00Z"}, hk))
+	ctReplayed(t, start, d.Call(a, "start", tok2, map[string]any{"claim_generation": 2, "expected_version": 4}, sk))
+	ctReplayed(t, c2, d.ClaimWith(ck2, tok2))
+	ctSame(t, n, h)
+	_ = b
+}
+
+// Same key, another request → 409 idempotency_conflict, nothing
+// appended; the scope is (actor, operation, key), so the same key on
+// another operation or by another actor is a new request.
+func TestContractIdemConflict(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	e := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	n.CreateTask(nil)
+	ck, tok := apptest.NewKey(), apptest.NewClaimToken()
+	apptest.Must(t, d.ClaimWith(ck, tok), http.StatusOK)
+	h := n.Head()
+	// Another token, another session.
+	ctRefused(t, n, h, d.ClaimWith(ck, apptest.NewClaimToken()), http.StatusConflict, "idempotency_conflict")
+	sess := d.Session
+	d.Session = ctNewID()
+	ctRefused(t, n, h, d.ClaimWith(ck, tok), http.StatusConflict, "idempotency_conflict")
+	d.Session = sess
+
+	sk := apptest.NewKey()
+	apptest.Must(t, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusOK)
+	h = n.Head()
+	// Another body, another token, another task, with the start key.
+	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, sk), http.StatusConflict, "idempotency_conflict")
+	ctRefused(t, n, h, d.Call(a, "start", apptest.NewClaimToken(), map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "idempotency_conflict")
+	ctRefused(t, n, h, d.Call(ctNewID(), "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "idempotency_conflict")
+
+	// Same key on another operation of the same device is another request.
+	r := d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, sk)
+	ctRefused(t, n, h, r, http.StatusConflict, "invalid_state")
+	// Same key by another device is another request.
+	e.Session = d.Session
+	r = e.ClaimWith(ck, tok)
+	apptest.Must(t, r, http.StatusOK)
+	if r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("another device's key was replayed")
+	}
+
+	// Admin: same key, other payload / other route parameters.
+	key := apptest.NewKey()
+	cr := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"x": 1}}, map[string]string{"Idempotency-Key": key})
+	apptest.Must(t, cr, http.StatusCreated)
+	h = n.Head()
+	r = n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"x": 2}}, map[string]string{"Idempotency-Key": key})
+	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
+	r = n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"x": 1}, "authorize": map[string]any{"ttl_seconds": 3600}},
+		map[string]string{"Idempotency-Key": key})
+	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
+	id := apptest.Str(cr.JSON(), "id")
+	other := n.CreateTask(nil)
+	ckey := apptest.NewKey()
+	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "r"}, map[string]string{"Idempotency-Key": ckey}), http.StatusOK)
+	h = n.Head()
+	r = n.Do("POST", ctAdminPath+"/tasks/"+other+"/cancel", n.AdminToken, map[string]any{"reason": "r"}, map[string]string{"Idempotency-Key": ckey})
+	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
+	r = n.Do("POST", ctAdminPath+"/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "other"}, map[string]string{"Idempotency-Key": ckey})
+	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
+}
+
+// Admin replays: same key and body → the recorded status with the current
+// document and Idempotent-Replayed: true, nothing appended; a device
+// registration replays without its token.
+func TestContractIdemReplayAdmin(t *testing.T) {
+	n := apptest.Start(t)
+	key := apptest.NewKey()
+	body := map[string]any{"payload": map[string]any{"x": 1}, "authorize": map[string]any{"ttl_seconds": 3600}}
+	first := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
+	apptest.Must(t, first, http.StatusCreated)
+	h := n.Head()
+	ctReplayed(t, first, n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, body, map[string]string{"Idempotency-Key": key}))
+	ctSame(t, n, h)
+	// Key order and whitespace do not make another request.
+	raw := []byte("{ \"authorize\": {\"ttl_seconds\": 3600},\n \"payload\": {\"x\": 1} }")
+	ctReplayed(t, first, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, raw, false,
+		map[string]string{"Content-Type": "application/json", "Idempotency-Key": key}))
+	ctSame(t, n, h)
+
+	// The replay shows the current document: after a cancel, CANCELED.
+	id := apptest.Str(first.JSON(), "id")
+	apptest.Must(t, ctCancel(n, id), http.StatusOK)
+	h = n.Head()
+	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
+	apptest.Must(t, r, http.StatusCreated)
+	if r.Header.Get("Idempotent-Replayed") != "true" || apptest.Str(r.JSON(), "state") != "CANCELED" || apptest.Str(r.JSON(), "id") != id {
+		t.Fatalf("replay after cancel: %s", r.Body)
+	}
+	ctSame(t, n, h)
+
+	// Device registration: the token is shown once.
+	rk := apptest.NewKey()
+	reg := map[string]any{"owner_id": ctNewID(), "name": "phone"}
+	d1 := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, reg, map[string]string{"Idempotency-Key": rk})
+	apptest.Must(t, d1, http.StatusCreated)
+	tok := apptest.Str(d1.JSON(), "token")
+	if len(tok) != 6+43 || tok[:6] != "tldev_" {
+		t.Fatalf("device token %q", tok)
+	}
+	h = n.Head()
+	d2 := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, reg, map[string]string{"Idempotency-Key": rk})
+	apptest.Must(t, d2, http.StatusCreated)
+	ctSame(t, n, h)
+	m1, m2 := d1.JSON(), d2.JSON()
+	if d2.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("registration replay lacks Idempotent-Replayed")
+	}
+	if _, has := m2["token"]; has {
+		t.Fatalf("registration replay shows the token: %s", d2.Body)
+	}
+	delete(m1, "token")
+	if apptest.Str(m1, "device_id") != apptest.Str(m2, "device_id") || len(m1) != len(m2) {
+		t.Fatalf("replay %s differs from %s", d2.Body, d1.Body)
+	}
+	// The token shown once works.
+	dev := &apptest.Device{N: n, ID: apptest.Str(m1, "device_id"), Token: tok, Session: ctNewID()}
+	apptest.Must(t, dev.Ready(), http.StatusOK)
+}
+
+// A recorded 204 stays 204 (with Retry-After: 2) after tasks appear;
+// another key then claims.
+func TestContractIdemRecorded204(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	key, tok := apptest.NewKey(), apptest.NewClaimToken()
+	first := d.ClaimWith(key, tok)
+	if first.Status != http.StatusNoContent || first.Header.Get("Retry-After") != "2" || len(first.Body) != 0 {
+		t.Fatalf("want 204 with Retry-After: 2, got %d %q %s", first.Status, first.Header.Get("Retry-After"), first.Body)
+	}
+	id := n.CreateTask(nil)
+	h := n.Head()
+	again := d.ClaimWith(key, tok)
+	if again.Status != http.StatusNoContent || again.Header.Get("Retry-After") != "2" || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: want 204 replayed with Retry-After: 2, got %d %v %s", again.Status, again.Header, again.Body)
+	}
+	ctSame(t, n, h)
+	// Same key, another request: the 204 record conflicts like any other.
+	ctRefused(t, n, h, d.ClaimWith(key, apptest.NewClaimToken()), http.StatusConflict, "idempotency_conflict")
+	// The recorded 204 survives a restart (soft record) and time.
+	n = n.Restart()
+	n.Advance(30 * time.Minute) // the task's authorization (1 h) is still valid
+	d.N = n
+	apptest.Must(t, d.Ready(), http.StatusOK)
+	h = n.Head()
+	again = d.ClaimWith(key, tok)
+	if again.Status != http.StatusNoContent || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay after restart: %d %s", again.Status, again.Body)
+	}
+	ctSame(t, n, h)
+	r, _ := d.Claim()
+	apptest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != id {
+		t.Fatalf("claimed %s, want %s", ctTaskOf(r), id)
+	}
+}
+
+// A claim replayed when its generation is no longer the task's open
+// claim → 409 claim_replay_expired: after release, after an operator
+// cancel, after it expired and another device re-claimed. Replays of
+// release always answer the recorded outcome.
+func TestContractIdemClaimReplayExpired(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	e := ctReadyDevice(t, n)
+
+	// After an operator cancel of the CLAIMED task.
+	a := n.CreateTask(nil)
+	ka, ta := apptest.NewKey(), apptest.NewClaimToken()
+	apptest.Must(t, d.ClaimWith(ka, ta), http.StatusOK)
+	apptest.Must(t, ctCancel(n, a), http.StatusOK)
+	h := n.Head()
+	ctRefused(t, n, h, d.ClaimWith(ka, ta), http.StatusConflict, "claim_replay_expired")
+
+	// After expiry and a re-claim by another device.
+	b := n.CreateTask(nil)
+	kb, tb := apptest.NewKey(), apptest.NewClaimToken()
+	apptest.Must(t, d.ClaimWith(kb, tb), http.StatusOK)
+	rk := apptest.NewKey()
+	n.Advance(10 * time.Minute)
+	apptest.Must(t, e.Ready(), http.StatusOK)
+	r, _ := e.Claim()
+	apptest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != b || apptest.Num(r.JSON(), "claim_generation") != 2 {
+		t.Fatalf("want %s generation 2, got %s", b, r.Body)
+	}
+	h = n.Head()
+	ctRefused(t, n, h, d.ClaimWith(kb, tb), http.StatusConflict, "claim_replay_expired")
+	// The former holder is refused; the refusal is not recorded (rk is
+	// used again below for another request).
+	ctRefused(t, n, h, d.Call(b, "release", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, rk), http.StatusNotFound, "claim_not_found")
+
+	// A release replays its recorded outcome even after the task moved on.
+	c := n.CreateTask(nil)
+	apptest.Must(t, d.Ready(), http.StatusOK)
+	kc, tc := apptest.NewKey(), apptest.NewClaimToken()
+	apptest.Must(t, d.ClaimWith(kc, tc), http.StatusOK)
+	rel := d.Call(c, "release", tc, map[string]any{"claim_generation": 1, "expected_version": 2}, rk)
+	apptest.Must(t, rel, http.StatusOK)
+	r, _ = d.Claim()
+	apptest.Must(t, r, http.StatusOK)
+	h = n.Head()
+	ctReplayed(t, rel, d.Call(c, "release", tc, map[string]any{"claim_generation": 1, "expected_version": 2}, rk))
+	ctRefused(t, n, h, d.ClaimWith(kc, tc), http.StatusConflict, "claim_replay_expired")
+	ctSame(t, n, h)
+}
+
+// A start or heartbeat replayed after its execution ended or its lease
+// expired → 409 claim_replay_expired; cancel-ack replays its outcome.
+func TestContractIdemExecutionReplayExpired(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	n.CreateTask(nil)
+	n.CreateTask(nil)
+	a, tok, _ := ctClaim(t, d)
+	sk := apptest.NewKey()
+	st := d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
+	apptest.Must(t, st, http.StatusOK)
+	ex := apptest.Str(st.JSON(), "execution_id")
+	hk := apptest.NewKey()
+	apptest.Must(t, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusOK)
+	apptest.Must(t, ctCancel(n, a), http.StatusOK)
+	ak := apptest.NewKey()
+	ack := d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ak)
+	apptest.Must(t, ack, http.StatusOK)
+	h := n.Head()
+	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "claim_replay_expired")
+	ctRefused(t, n, h, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusConflict, "claim_replay_expired")
+	ctReplayed(t, ack, d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ak))
+	ctSame(t, n, h)
+
+	// Running lease expired: start and heartbeat replays are refused.
+	b, tb, _ := ctClaim(t, d)
+	sk = apptest.NewKey()
+	st = d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
+	apptest.Must(t, st, http.StatusOK)
+	ex = apptest.Str(st.JSON(), "execution_id")
+	hk = apptest.NewKey()
+	apptest.Must(t, d.Call(b, "heartbeat", tb, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusOK)
+	n.Advance(90 * time.Second)
+	h = n.Head()
+	ctRefused(t, n, h, d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "claim_replay_expired")
+	ctRefused(t, n, h, d.Call(b, "heartbeat", tb, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusConflict, "claim_replay_expired")
+}
+
+// device_not_ready is not recorded: the same key claims once the device
+// is ready. A rejected call (version mismatch) is not recorded either.
+func TestContractIdemNotReadyNotRecorded(t *testing.T) {
+	n := apptest.Start(t)
+	d := n.RegisterDevice()
+	n.CreateTask(nil)
+	key, tok := apptest.NewKey(), apptest.NewClaimToken()
+	h := n.Head()
+	ctRefused(t, n, h, d.ClaimWith(key, tok), http.StatusConflict, "device_not_ready")
+	apptest.Must(t, d.Ready(), http.StatusOK)
+	r := d.ClaimWith(key, tok)
+	apptest.Must(t, r, http.StatusOK)
+	if r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("not-ready outcome was replayed")
+	}
+	id := ctTaskOf(r)
+	sk := apptest.NewKey()
+	h = n.Head()
+	ctRefused(t, n, h, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 9}, sk), http.StatusConflict, "version_mismatch")
+	r = d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
+	apptest.Must(t, r, http.StatusOK)
+	if r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("a refused start was recorded")
+	}
+}

@@ -1,0 +1,158 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"taskledger/cmd/taskledger/app/apptest"
+)
+
+// ctDeviceReply checks the fields every device task response carries.
+func ctDeviceReply(t *testing.T, r *apptest.Resp, id, state string, version, gen uint64) map[string]any {
+	t.Helper()
+	m := r.JSON()
+	for _, k := range []string{"task_id", "state", "version", "claim_generation", "server_time", "lease_expires_at", "cancel_requested"} {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("device reply lacks %q: %s", k, r.Body)
+		}
+	}
+	if apptest.Str(m, "task_id") != id || apptest.Str(m, "state") != state || apptest.Num(m, "version") != version ||
+		apptest.Num(m, "claim_generation") != gen {
+		t.Fatalf("want %s %s v%d g%d, got %s", id, state, version, gen, r.Body)
+	}
+	return m
+}
+
+// The task-scoped codes of api.md steps 3–12 for start, heartbeat,
+// release and cancel-ack, each refused without appending, in the
+// documented order; then the happy path with an operator cancel of a
+// RUNNING task, cancel_requested on the heartbeat and cancel-ack.
+func TestContractTaskCodes(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	_, tok, _ := ctClaim(t, d)
+	other := apptest.NewClaimToken()
+	call := func(op, tk string, body map[string]any) *apptest.Resp { return d.Call(a, op, tk, body, "") }
+	h := n.Head()
+
+	// CLAIMED.
+	ctRefused(t, n, h, call("start", other, map[string]any{"claim_generation": 2, "expected_version": 9}), http.StatusForbidden, "claim_token_mismatch")
+	ctRefused(t, n, h, call("release", other, map[string]any{"claim_generation": 1, "expected_version": 2}), http.StatusForbidden, "claim_token_mismatch")
+	ctRefused(t, n, h, call("start", tok, map[string]any{"claim_generation": 2, "expected_version": 9}), http.StatusConflict, "claim_generation_mismatch")
+	ctRefused(t, n, h, call("release", tok, map[string]any{"claim_generation": 3, "expected_version": 2}), http.StatusConflict, "claim_generation_mismatch")
+	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "step": "s"}), http.StatusConflict, "invalid_state")
+	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "expected_version": 9}), http.StatusConflict, "invalid_state")
+	ctRefused(t, n, h, call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 1}), http.StatusConflict, "version_mismatch")
+	ctRefused(t, n, h, call("release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "version_mismatch")
+
+	// start → RUNNING.
+	st := call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 2})
+	apptest.Must(t, st, http.StatusOK)
+	sm := ctDeviceReply(t, st, a, "RUNNING", 3, 1)
+	ex := apptest.Str(sm, "execution_id")
+	if ex == "" || sm["cancel_requested"] != false {
+		t.Fatalf("start reply %s", st.Body)
+	}
+	srv, _ := time.Parse(time.RFC3339, apptest.Str(sm, "server_time"))
+	lease, _ := time.Parse(time.RFC3339, apptest.Str(sm, "lease_expires_at"))
+	if lease.Sub(srv) != 90*time.Second {
+		t.Fatalf("running lease %v, want 90s", lease.Sub(srv))
+	}
+	h = n.Head()
+
+	// RUNNING.
+	ctRefused(t, n, h, call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "invalid_state")
+	ctRefused(t, n, h, call("release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "invalid_state")
+	ctRefused(t, n, h, call("heartbeat", other, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}), http.StatusForbidden, "claim_token_mismatch")
+	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "s"}), http.StatusConflict, "claim_generation_mismatch")
+	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "step": "s"}), http.StatusConflict, "execution_mismatch")
+	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "expected_version": 9}), http.StatusConflict, "execution_mismatch")
+	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 2}), http.StatusConflict, "version_mismatch")
+	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}), http.StatusConflict, "cancel_not_requested")
+
+	hb := call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "opening app"})
+	apptest.Must(t, hb, http.StatusOK)
+	hm := ctDeviceReply(t, hb, a, "RUNNING", 3, 1)
+	if hm["cancel_requested"] != false || apptest.Str(hm, "step") != "opening app" || apptest.Str(hm, "execution_id") != ex {
+		t.Fatalf("heartbeat reply %s", hb.Body)
+	}
+	if n.Head() != h+1 {
+		t.Fatalf("heartbeat appended %d events", n.Head()-h)
+	}
+
+	// Operator cancel of a RUNNING task only requests it.
+	cr := ctCancel(n, a)
+	apptest.Must(t, cr, http.StatusOK)
+	if m := cr.JSON(); apptest.Str(m, "state") != "RUNNING" || apptest.Num(m, "version") != 3 || m["cancel_requested"] != true {
+		t.Fatalf("cancel of RUNNING: %s", cr.Body)
+	}
+	hb = call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "saw cancel"})
+	apptest.Must(t, hb, http.StatusOK)
+	if m := ctDeviceReply(t, hb, a, "RUNNING", 3, 1); m["cancel_requested"] != true {
+		t.Fatalf("heartbeat after cancel: %s", hb.Body)
+	}
+	h = n.Head()
+	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusConflict, "version_mismatch")
+	ack := call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3})
+	apptest.Must(t, ack, http.StatusOK)
+	ctDeviceReply(t, ack, a, "CANCELED", 4, 1)
+	if st, v := ctState(n, a); st != "CANCELED" || v != 4 {
+		t.Fatalf("after cancel-ack: %s v%d", st, v)
+	}
+	// The device no longer holds the task.
+	h = n.Head()
+	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}), http.StatusNotFound, "claim_not_found")
+	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusNotFound, "claim_not_found")
+	// A terminal task cannot be canceled again.
+	ctRefused(t, n, h, ctCancel(n, a), http.StatusConflict, "invalid_state")
+	// The device is free again.
+	b := n.CreateTask(nil)
+	id, _, _ := ctClaim(t, d)
+	if id != b {
+		t.Fatalf("claimed %s, want %s", id, b)
+	}
+}
+
+// Release returns a CLAIMED task to PENDING (version +1, no lease); an
+// operator cancel of a PENDING or CLAIMED task is immediate (CANCELED,
+// version +1) and the former holder is refused.
+func TestContractReleaseAndImmediateCancel(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	_, tok, _ := ctClaim(t, d)
+	rel := d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
+	apptest.Must(t, rel, http.StatusOK)
+	if m := ctDeviceReply(t, rel, a, "PENDING", 3, 1); m["lease_expires_at"] != nil {
+		t.Fatalf("released task still has a lease: %s", rel.Body)
+	}
+	if m := n.Task(a); m["claim"] != nil || apptest.Str(m, "state") != "PENDING" {
+		t.Fatalf("released task detail: %v", m)
+	}
+	h := n.Head()
+	ctRefused(t, n, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
+
+	// Cancel PENDING, with a wrong then the right expected_version.
+	r := n.Do("POST", ctAdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 2}, nil)
+	ctRefused(t, n, h, r, http.StatusConflict, "version_mismatch")
+	r = n.Do("POST", ctAdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 3}, nil)
+	apptest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); apptest.Str(m, "state") != "CANCELED" || apptest.Num(m, "version") != 4 {
+		t.Fatalf("cancel of PENDING: %s", r.Body)
+	}
+
+	// Cancel CLAIMED.
+	b := n.CreateTask(nil)
+	_, tb, _ := ctClaim(t, d)
+	r = ctCancel(n, b)
+	apptest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); apptest.Str(m, "state") != "CANCELED" || apptest.Num(m, "version") != 3 || m["claim"] != nil {
+		t.Fatalf("cancel of CLAIMED: %s", r.Body)
+	}
+	h = n.Head()
+	ctRefused(t, n, h, d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusNotFound, "claim_not_found")
+	r, _ = d.Claim()
+	apptest.Must(t, r, http.StatusNoContent)
+}
