@@ -210,3 +210,51 @@ func TestIssue4EvidenceOwnership(t *testing.T) {
 		t.Fatalf("revoked device upload: %d %s", r.Status, r.Body)
 	}
 }
+
+// Recorded outcomes and blobs survive a restart: the evidence key replays
+// the same 201, the late report the same 409, and both blobs are served.
+func TestIssue4ReplaysSurviveRestart(t *testing.T) {
+	n := apptest.Start(t)
+	img, shot := i4TinyJPEG(t, 5), i4TinyPNG(t)
+	a := i4NewLife(t, n)
+	apptest.Must(t, i4PutImage(n, a.id, img, ""), 200)
+	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	a.claim(t)
+	a.must(t, "start")
+	evKey, lateKey := apptest.NewKey(), apptest.NewKey()
+	first := a.evidence(t, evKey, shot, nil)
+	ev := i4Uploaded(t, first, shot)
+	n.Advance(n.Engine.Config().RunningLease)
+	late := a.call(t, "complete", lateKey)
+	apptest.Must(t, late, 409, "lease_expired")
+
+	m := n.Restart()
+	a.n, a.d.N = m, m
+	head := m.Head()
+	again := a.evidence(t, evKey, shot, nil)
+	apptest.Must(t, again, 201)
+	if !bytes.Equal(again.Body, first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("evidence replay after restart: %s", again.Body)
+	}
+	lateAgain := a.call(t, "complete", lateKey)
+	apptest.Must(t, lateAgain, 409, "lease_expired")
+	if m.Head() != head || len(m.Task(a.id)["late_reports"].([]any)) != 1 {
+		t.Fatal("replays after restart appended")
+	}
+	get := m.Do("GET", "/api/v1/admin/tasks/"+a.id+"/evidence/"+apptest.Str(ev, "evidence_id"), m.AdminToken, nil, nil)
+	apptest.Must(t, get, 200)
+	if !bytes.Equal(get.Body, shot) {
+		t.Fatal("evidence differs after restart")
+	}
+	// Recovered, re-authorized and re-claimed, the reference image is served
+	// from the blob written before the restart.
+	apptest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "r", "expected_version": a.ver}), 200)
+	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	apptest.Must(t, a.d.Ready(), 200)
+	a.claim(t)
+	r := a.image(t, nil)
+	apptest.Must(t, r, 200)
+	if !bytes.Equal(r.Body, img) {
+		t.Fatal("reference image differs after restart")
+	}
+}
