@@ -36,6 +36,11 @@ func (b *Blobs) Put(data []byte) (string, error) {
 	name := hex.EncodeToString(sum[:])
 	final := filepath.Join(b.dir, name)
 	if st, err := os.Stat(final); err == nil && st.Size() == int64(len(data)) {
+		// An earlier Put may have renamed it and then failed to sync the
+		// directory: sync again before the caller appends its event.
+		if err := SyncDir(b.dir); err != nil {
+			return "", err
+		}
 		return name, nil
 	}
 	f, err := os.CreateTemp(b.dir, name+".*.tmp")
