@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -175,14 +176,18 @@ func payload(f *fields) (string, string) {
 	return canon, commands.HashToken(canon)
 }
 
-// ttl reads ttl_seconds and checks it against the configured bounds (422).
+// ttl reads ttl_seconds and checks it against the configured bounds: any
+// integer outside them (zero and negative included) is 422 invalid_ttl.
 func (s *Server) ttl(f *fields, name string) (time.Duration, error) {
-	secs := f.integer(name, true, 1, 1<<53-1)
+	secs := f.integer(name, true, math.MinInt64, math.MaxInt64)
 	if f.err != nil {
 		return 0, nil
 	}
-	d := time.Duration(secs) * time.Second
 	cfg := s.eng.Config()
+	if secs < 1 || secs > int64(cfg.AuthTTLMax/time.Second) {
+		return 0, errInvalidTTL
+	}
+	d := time.Duration(secs) * time.Second
 	if d < cfg.AuthTTLMin || d > cfg.AuthTTLMax {
 		return 0, errInvalidTTL
 	}
