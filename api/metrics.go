@@ -21,6 +21,7 @@ type Metrics struct {
 	replaySecs   prometheus.Gauge
 	snapshotSecs prometheus.Histogram
 	requests     *prometheus.CounterVec
+	leaseExpiry  *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on a fresh registry.
@@ -41,8 +42,13 @@ func NewMetrics() *Metrics {
 			Help: "Duration of snapshot writes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskledger_http_requests_total",
 			Help: "HTTP requests by route and status."}, []string{"route", "status"}),
+		leaseExpiry: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskledger_lease_expiries_total",
+			Help: "Lease expiries observed by committed events: claim (an expired claim taken over by another device " +
+				"or closed by an operator) and running (a report after the running lease expired)."}, []string{"lease"}),
 	}
-	m.reg.MustRegister(m.batchSize, m.commitSecs, m.commandsT, m.claims, m.replaySecs, m.snapshotSecs, m.requests,
+	m.leaseExpiry.WithLabelValues(LeaseClaim)
+	m.leaseExpiry.WithLabelValues(LeaseRunning)
+	m.reg.MustRegister(m.batchSize, m.commitSecs, m.commandsT, m.claims, m.replaySecs, m.snapshotSecs, m.requests, m.leaseExpiry,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -70,6 +76,16 @@ func (m *Metrics) Engine() commands.Metrics {
 
 // ObserveReplay records the start-up load duration.
 func (m *Metrics) ObserveReplay(d time.Duration) { m.replaySecs.Set(d.Seconds()) }
+
+// Lease kinds of taskledger_lease_expiries_total.
+const (
+	LeaseClaim   = "claim"
+	LeaseRunning = "running"
+)
+
+// ObserveLeaseExpiry counts one observed lease expiry of kind LeaseClaim
+// or LeaseRunning.
+func (m *Metrics) ObserveLeaseExpiry(lease string) { m.leaseExpiry.WithLabelValues(lease).Inc() }
 
 // ObserveSnapshot records a snapshot write.
 func (m *Metrics) ObserveSnapshot(d time.Duration) { m.snapshotSecs.Observe(d.Seconds()) }

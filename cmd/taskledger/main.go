@@ -127,7 +127,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(ctx)
-	if err := node.Store.Close(); err != nil {
+	if err := node.Close(); err != nil { // waits for a snapshot being written, closes the log
 		return fail(stderr, "close: %v", err)
 	}
 	return 0
@@ -224,6 +224,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "taskledger: verify FAILED: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "ok: %d events, head seq %d\n", rep.Events, rep.Head.Seq)
+	for _, r := range rep.SkippedSnapshots {
+		fmt.Fprintf(stderr, "taskledger: note: %v (start-up ignores it and rebuilds)\n", r)
+	}
+	fmt.Fprintf(stdout, "ok: %d events, head seq %d, %d snapshots checked\n", rep.Events, rep.Head.Seq, rep.Snapshots)
 	return 0
 }

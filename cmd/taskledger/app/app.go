@@ -20,6 +20,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/projections"
+	"taskledger/snapshots"
 )
 
 // InitialTokenFile is written on the first start on an empty data directory.
@@ -36,6 +37,12 @@ type Config struct {
 	Clock         commands.Clock // nil: wall clock
 	// Stderr receives operator messages (where the initial token is).
 	Stderr func(format string, args ...any)
+	// SnapshotWritten, when set, is told about every snapshot the running
+	// node writes (seq and path) or fails to write (err).
+	SnapshotWritten func(seq uint64, path string, err error)
+	// WrapLog, when set, wraps the log the sequencer appends to (tests
+	// that hold a commit in flight).
+	WrapLog func(commands.Log) commands.Log
 }
 
 // Node is a running ledger.
@@ -45,7 +52,10 @@ type Node struct {
 	Engine  *commands.Engine
 	API     *api.Server
 	Metrics *api.Metrics
-	cfg     Config
+	// Loaded says how the projections were loaded at start.
+	Loaded *Loaded
+	cfg    Config
+	snap   *snapshotter
 }
 
 // Errors of start-up refusals.
@@ -89,16 +99,17 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	metrics := api.NewMetrics()
 	start := time.Now() //tl:wallclock replay-duration metric
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
-	state, err := Load(store, pcfg, cfg.Logger)
+	loaded, err := LoadProjections(store, pcfg, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
+	state := loaded.State
 	metrics.ObserveReplay(time.Since(start))
 	admins, err := store.AdminTokens()
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSecret(store, state, admins, cfg.Commands.ClaimSecret); err != nil {
+	if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
 		return nil, err
 	}
 	blobs, err := ledger.OpenBlobs(cfg.DataDir)
@@ -139,22 +150,61 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		}
 	}
 	load := func() (*projections.State, error) { return Load(store, pcfg, cfg.Logger) }
-	eng := commands.NewEngine(commands.Options{Log: store, Load: load, State: state, Clock: clock, Manual: manual,
-		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger})
+	var kcv []byte
+	if cfg.Commands.ClaimSecret != nil {
+		kcv = commands.SecretCheck(cfg.Commands.ClaimSecret)
+	}
+	var last uint64
+	if loaded.Snapshot != nil {
+		last = loaded.Snapshot.Seq
+	}
+	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
+	observe := observeLeases(metrics)
+	var log commands.Log = store
+	if cfg.WrapLog != nil {
+		log = cfg.WrapLog(store)
+	}
+	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
+		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
+		Committed: func(head ledger.Head, events []*ledger.Event) {
+			snap.committed(head)
+			observe(events)
+		}})
+	snap.start(eng)
+	switch {
+	case loaded.Snapshot == nil && len(loaded.Refused) > 0 && state.Head.Seq > 0:
+		// Rebuilt because no snapshot could be trusted (a schema change,
+		// say): write a fresh one now so the next start is fast again.
+		if _, err := snap.take(true); err != nil {
+			cfg.Logger.Warn().Err(err).Msg("could not write a fresh snapshot after the rebuild")
+		}
+	case cfg.SnapshotEvery > 0 && state.Head.Seq >= last+cfg.SnapshotEvery:
+		snap.trigger()
+	}
 	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, AdminTokens: admins, ManualClock: cfg.Manual,
 		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register})
-	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, cfg: cfg}, nil
+	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, cfg: cfg, snap: snap}, nil
 }
 
-// Load builds the projections from the log (and its soft records).
+// Load builds the projections from the newest valid snapshot and the log
+// after it (or the whole log), and the soft records.
 func Load(store *ledger.Store, cfg projections.Config, log zerolog.Logger) (*projections.State, error) {
-	return projections.Rebuild(store, cfg)
+	l, err := LoadProjections(store, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return l.State, nil
 }
 
 // checkSecret refuses a claim-token secret that equals a stored token hash,
 // does not reproduce the stored key-check value or the server-issued claims
 // of the log, or is missing while the log holds server-issued claims.
-func checkSecret(store *ledger.Store, s *projections.State, admins map[string][]byte, secret []byte) error {
+//
+// Every server-issued claim after the snapshot the projections were loaded
+// from is recomputed; the ones it covers only when the snapshot does not
+// record that they were verified under this secret's key-check value.
+func checkSecret(store *ledger.Store, l *Loaded, admins map[string][]byte, secret []byte) error {
+	s := l.State
 	kcv, err := store.SecretCheck()
 	if err != nil {
 		return err
@@ -177,10 +227,25 @@ func checkSecret(store *ledger.Store, s *projections.State, admins map[string][]
 			return ErrSecretReused
 		}
 	}
-	if kcv != nil && subtle.ConstantTimeCompare(kcv, commands.SecretCheck(secret)) != 1 {
+	mine := commands.SecretCheck(secret)
+	if kcv != nil && subtle.ConstantTimeCompare(kcv, mine) != 1 {
 		return ErrSecret
 	}
-	return VerifyServerClaims(store, secret, 0)
+	return VerifyServerClaims(store, secret, claimsVerifiedThrough(l, mine))
+}
+
+// claimsVerifiedThrough is the seq up to which the server-issued claims
+// need no recomputing at start: the snapshot's, when it covers none or
+// records that they were verified under the key-check value kcv; else 0.
+func claimsVerifiedThrough(l *Loaded, kcv []byte) uint64 {
+	snap := l.Snapshot
+	if snap == nil {
+		return 0
+	}
+	if l.SnapshotServerClaims == 0 || (snap.KeyCheck != nil && subtle.ConstantTimeCompare(snap.KeyCheck, kcv) == 1) {
+		return snap.Seq
+	}
+	return 0
 }
 
 // VerifyServerClaims recomputes every server-issued claim after seq from
@@ -210,5 +275,10 @@ func VerifyServerClaims(src projections.Source, secret []byte, after uint64) err
 func (n *Node) Close() error {
 	n.API.Stopping()
 	n.Engine.Close()
+	n.snap.close()
 	return n.Store.Close()
 }
+
+// Snapshot writes a snapshot of the committed projections now (unless the
+// newest one already covers them) and returns its path.
+func (n *Node) Snapshot() (string, error) { return n.snap.take(true) }

@@ -7,6 +7,7 @@ import (
 
 	"taskledger/ledger"
 	"taskledger/projections"
+	"taskledger/snapshots"
 )
 
 // Violation is the first problem verify found, with its seq (0 when it is
@@ -30,13 +31,21 @@ type VerifyReport struct {
 	Events uint64
 	Head   ledger.Head
 	State  *projections.State
+	// Snapshots is how many snapshot files were checked (snapshot + tail =
+	// full replay); SkippedSnapshots are those of another projection
+	// schema or configuration, which start-up ignores too.
+	Snapshots        int
+	SkippedSnapshots []snapshots.Refusal
 }
 
 // Verify checks a ledger: bbolt's own consistency, seq density from 1, the
 // hash chain, every envelope re-encoding to its stored bytes, every event
 // allowed by the state machine and the invariants of domain.md (applied by
 // projections), the head record, and that replaying twice gives identical
-// projections. secret, when given, recomputes every server-issued claim.
+// projections, and that every snapshot in the data directory is intact,
+// matches the log at its seq, and with the log after it gives the same
+// projections as the whole log. secret, when given, recomputes every
+// server-issued claim.
 func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*VerifyReport, error) {
 	if err := store.Check(); err != nil {
 		return nil, &Violation{Err: err}
@@ -100,5 +109,9 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 			return nil, &Violation{Err: err}
 		}
 	}
-	return &VerifyReport{Events: n, Head: head, State: st}, nil
+	checked, skipped, err := verifySnapshots(store, cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	return &VerifyReport{Events: n, Head: head, State: st, Snapshots: checked, SkippedSnapshots: skipped}, nil
 }
