@@ -88,7 +88,7 @@ func TestSnapshotEveryNAndStartFromSnapshotPlusTail(t *testing.T) {
 		default:
 		}
 	}
-	work(t, n, d) // a tail after the newest snapshot
+	work(t, n, d)  // a tail after the newest snapshot
 	n.Node.Close() // waits for a snapshot being written
 	list, err := snapshots.List(snapshots.Dir(n.Dir))
 	if err != nil {
