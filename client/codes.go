@@ -1,8 +1,9 @@
 package client
 
 // Error codes of the device routes (api.md), with the one status each is
-// answered with. A well-formed error whose code is missing here, or comes
-// with another status, is a protocol error (unknown outcome).
+// answered with. A known code with another status is a protocol error
+// (unknown outcome); a well-formed error with a code not listed here is a
+// definitive rejection the caller reports (protocol 4xx).
 var errorCodes = map[string]int{
 	"invalid_request":            400,
 	"invalid_idempotency_key":    400,

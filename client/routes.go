@@ -270,7 +270,9 @@ func (c *Client) Task(ctx context.Context, call TaskCall) (TaskResult, error) {
 		out.LeaseExpiresAt = o.time("lease_expires_at")
 	}
 	out.CancelRequested = o.boolean("cancel_requested")
-	if call.Op == OpHeartbeat {
+	if call.Op == OpHeartbeat || o.has("step") {
+		// Required on heartbeat answers; tolerated on others (the running
+		// execution's last step).
 		out.Step = o.str("step")
 	}
 	if err := o.done(); err != nil {

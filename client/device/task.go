@@ -233,19 +233,32 @@ func (d *Device) taskFailed(p *localstate.Pending, err error) error {
 }
 
 // Resolve removes the entry id (task id or claim key) that needed a person,
-// together with any local claim or pending call for that task. It sends
-// nothing; run it after an operator dealt with the task on the server.
+// together with any local claim or pending call for that task; an active
+// task that was launched and never reported (it needs a person after a
+// crash) can be resolved the same way. It sends nothing; run it after an
+// operator dealt with the task on the server.
 func Resolve(dir, id string) error {
 	store, st, err := OpenStore(dir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	ch := localstate.Change{Resolve: id}
-	if st.Active != nil && st.Active.TaskID == id {
+	var ch localstate.Change
+	for _, m := range st.Manual {
+		if m.ID == id {
+			ch.Resolve = id
+		}
+	}
+	if a := st.Active; a != nil && a.TaskID == id {
+		if ch.Resolve == "" && !(a.Launched && a.State != client.StateClaimed) {
+			return fmt.Errorf("%w: task %s is held and does not need a person", localstate.ErrNotFound, id)
+		}
 		ch.ClearActive = true
 	}
-	if st.Pending != nil && (st.Pending.TaskID == id || st.Pending.Key == id) {
+	if ch.Resolve == "" && !ch.ClearActive {
+		return fmt.Errorf("%w: nothing needs a person under %s", localstate.ErrNotFound, id)
+	}
+	if p := st.Pending; p != nil && (p.TaskID == id || p.Key == id) {
 		ch.ClearPending = true
 	}
 	return store.Apply(ch)
