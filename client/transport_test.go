@@ -59,7 +59,9 @@ const goodClaim = `{"task":{"id":"1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f","payload
 	`"claim":{"generation":3,"session_id":"5f0c8a51-7d1b-4c1e-8f6a-2b3c4d5e6f70","lease_expires_at":"2026-11-30T08:25:00.123Z","authorization_expires_at":"2026-11-30T09:15:00.000Z"},` +
 	`"state":"CLAIMED","version":7,"claim_generation":3,"server_time":"2026-11-30T08:15:00.123Z","lease_expires_at":"2026-11-30T08:25:00.123Z"}`
 
-func claimCall() ClaimCall { return ClaimCall{Key: testKey, SessionID: testSession, ClaimToken: testClaimTk} }
+func claimCall() ClaimCall {
+	return ClaimCall{Key: testKey, SessionID: testSession, ClaimToken: testClaimTk}
+}
 
 func TestClaimSuccessAndHeaders(t *testing.T) {
 	st := &stub{status: 200, header: jsonCT, body: goodClaim}

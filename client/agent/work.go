@@ -193,4 +193,3 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
-

@@ -156,4 +156,3 @@ func hijackClose(w http.ResponseWriter) {
 		conn.Close()
 	}
 }
-
