@@ -1,0 +1,553 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"taskledger/commands"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// adminJSON runs the request rules of an admin JSON mutation and returns
+// its fields, key and the canonical body for the fingerprint.
+func adminJSON(c echo.Context) (*fields, string, string, error) {
+	m, key, err := jsonRequest(c, AdminJSONLimit, true)
+	if err != nil {
+		return nil, "", "", err
+	}
+	canon, err := canonicalJSON(m)
+	if err != nil {
+		return nil, "", "", err
+	}
+	return newFields(m), key, canon, nil
+}
+
+func (s *Server) adminReq(c echo.Context, op, key string, parts ...string) commands.AdminReq {
+	return commands.AdminReq{Operator: operator(c), Key: key, Fingerprint: fingerprint(append([]string{op}, parts...)...)}
+}
+
+// answerTask renders the current task detail of an admin command.
+func (s *Server) answerTask(c echo.Context, res commands.Result) error {
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	var doc map[string]any
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		if t := st.Tasks[res.Record.TaskID]; t != nil {
+			doc = taskDoc(t, now)
+		}
+	})
+	if doc == nil {
+		return commands.ErrTaskNotFound
+	}
+	return c.JSON(res.Record.Status, doc)
+}
+
+func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[string]any) error {
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	var doc map[string]any
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		if d := st.Devices[res.Record.DeviceID]; d != nil {
+			doc = deviceDoc(st, d, now, s.eng.Config())
+		}
+	})
+	if doc == nil {
+		return commands.ErrDeviceNotFound
+	}
+	for k, v := range extra {
+		doc[k] = v
+	}
+	return c.JSON(res.Record.Status, doc)
+}
+
+// registerDevice: POST /admin/devices.
+func (s *Server) registerDevice(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	cmd := &commands.RegisterDevice{OwnerID: f.uuid("owner_id", true), Name: f.str("name", true)}
+	if arr, ok := f.array("required_checks", false); ok {
+		cmd.HasChecks, cmd.RequiredChecks = true, []string{}
+		if len(arr) > 16 {
+			f.fail(invalid("field \"required_checks\" must name 0 to 16 checks"))
+		}
+		seen := map[string]bool{}
+		for _, v := range arr {
+			name, ok := v.(string)
+			if !ok || !checkName.MatchString(name) || seen[name] {
+				f.fail(invalid("field \"required_checks\" must hold distinct names [a-z0-9_]{1,32}"))
+				break
+			}
+			seen[name] = true
+			cmd.RequiredChecks = append(cmd.RequiredChecks, name)
+		}
+	}
+	if err := f.done(); err != nil {
+		return err
+	}
+	if !printable(cmd.Name, 128) {
+		return invalid("field \"name\" must be 1 to 128 printable ASCII characters")
+	}
+	token, err := NewDeviceToken()
+	if err != nil {
+		return err
+	}
+	cmd.TokenHash = commands.HashToken(token)
+	cmd.AdminReq = s.adminReq(c, commands.OpRegisterDevice, key, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	var extra map[string]any
+	if !res.Replayed {
+		extra = map[string]any{"token": token}
+	}
+	return s.answerDeviceDoc(c, res, extra)
+}
+
+// revokeDevice: POST /admin/devices/{id}/revoke.
+func (s *Server) revokeDevice(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	reason := f.str("reason", true)
+	if err := f.done(); err != nil {
+		return err
+	}
+	if len(reason) > 256 {
+		return invalid("field \"reason\" must be at most 256 bytes")
+	}
+	id := c.Param("id")
+	res, err := s.do(c, &commands.RevokeDevice{AdminReq: s.adminReq(c, commands.OpRevokeDevice, key, id, canon), DeviceID: id, Reason: reason})
+	if err != nil {
+		return err
+	}
+	return s.answerDeviceDoc(c, res, nil)
+}
+
+// listDevices: GET /admin/devices.
+func (s *Server) listDevices(c echo.Context) error {
+	out := []any{}
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		st.DevicesInOrder(func(d *projections.Device) {
+			out = append(out, deviceDoc(st, d, now, s.eng.Config()))
+		})
+	})
+	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+}
+
+// getDevice: GET /admin/devices/{id}.
+func (s *Server) getDevice(c echo.Context) error {
+	var doc map[string]any
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		if d := st.Devices[c.Param("id")]; d != nil {
+			doc = deviceDoc(st, d, now, s.eng.Config())
+		}
+	})
+	if doc == nil {
+		return commands.ErrDeviceNotFound
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+// payload reads and canonicalizes a task payload (an object ≤ 16 KiB).
+func payload(f *fields) (string, string) {
+	obj := f.object("payload", true)
+	if f.err != nil {
+		return "", ""
+	}
+	canon, err := canonicalJSON(obj)
+	if err != nil {
+		f.fail(err)
+		return "", ""
+	}
+	if len(canon) > PayloadLimit {
+		f.fail(invalid("field \"payload\" must be at most %d bytes encoded", PayloadLimit))
+	}
+	return canon, commands.HashToken(canon)
+}
+
+// ttl reads ttl_seconds and checks it against the configured bounds (422).
+func (s *Server) ttl(f *fields, name string) (time.Duration, error) {
+	secs := f.integer(name, true, 1, 1<<53-1)
+	if f.err != nil {
+		return 0, nil
+	}
+	d := time.Duration(secs) * time.Second
+	cfg := s.eng.Config()
+	if d < cfg.AuthTTLMin || d > cfg.AuthTTLMax {
+		return 0, errInvalidTTL
+	}
+	return d, nil
+}
+
+// createTask: POST /admin/tasks.
+func (s *Server) createTask(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	cmd := &commands.CreateTask{}
+	cmd.Payload, cmd.PayloadSHA256 = payload(f)
+	var ttlErr error
+	if auth := f.object("authorize", false); auth != nil && f.err == nil {
+		af := newFields(auth)
+		cmd.AuthorizeTTL, ttlErr = s.ttl(af, "ttl_seconds")
+		if err := af.done(); err != nil {
+			f.fail(err)
+		}
+	}
+	if err := f.done(); err != nil {
+		return err
+	}
+	if ttlErr != nil {
+		return ttlErr
+	}
+	cmd.AdminReq = s.adminReq(c, commands.OpCreateTask, key, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// amend: POST /admin/tasks/{id}/amend.
+func (s *Server) amend(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	cmd := &commands.Amend{TaskID: id, ExpectedRevision: uint64(f.integer("expected_revision", true, 1, 1<<53-1))}
+	cmd.Payload, cmd.PayloadSHA256 = payload(f)
+	if err := f.done(); err != nil {
+		return err
+	}
+	cmd.AdminReq = s.adminReq(c, commands.OpAmend, key, id, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// authorize: POST /admin/tasks/{id}/authorize.
+func (s *Server) authorize(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	cmd := &commands.Authorize{TaskID: id, ExpectedRevision: uint64(f.integer("expected_revision", true, 1, 1<<53-1))}
+	var ttlErr error
+	cmd.TTL, ttlErr = s.ttl(f, "ttl_seconds")
+	if err := f.done(); err != nil {
+		return err
+	}
+	if ttlErr != nil {
+		return ttlErr
+	}
+	cmd.AdminReq = s.adminReq(c, commands.OpAuthorize, key, id, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// reasonField reads a required reason of at most 256 bytes.
+func reasonField(f *fields) string {
+	r := f.str("reason", true)
+	if len(r) > 256 {
+		f.fail(invalid("field \"reason\" must be at most 256 bytes"))
+	}
+	return r
+}
+
+// revokeAuthorization: POST /admin/tasks/{id}/authorization/revoke.
+func (s *Server) revokeAuthorization(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	cmd := &commands.RevokeAuthorization{TaskID: id, Reason: reasonField(f)}
+	if err := f.done(); err != nil {
+		return err
+	}
+	cmd.AdminReq = s.adminReq(c, commands.OpRevokeAuthorization, key, id, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// cancel: POST /admin/tasks/{id}/cancel.
+func (s *Server) cancel(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	cmd := &commands.Cancel{TaskID: id, Reason: reasonField(f)}
+	if _, ok := f.m["expected_version"]; ok {
+		v := uint64(f.integer("expected_version", true, 1, 1<<53-1))
+		cmd.ExpectedVersion = &v
+	}
+	if err := f.done(); err != nil {
+		return err
+	}
+	cmd.AdminReq = s.adminReq(c, commands.OpCancel, key, id, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// recoverTask: POST /admin/tasks/{id}/recover.
+func (s *Server) recoverTask(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	cmd := &commands.Recover{TaskID: id, Decision: f.str("decision", true), Reason: reasonField(f),
+		ExpectedVersion: uint64(f.integer("expected_version", true, 1, 1<<53-1))}
+	if f.err == nil && cmd.Decision != projections.RecoverFail && cmd.Decision != projections.RecoverRequeue {
+		f.fail(invalid("field \"decision\" must be \"fail\" or \"requeue\""))
+	}
+	if err := f.done(); err != nil {
+		return err
+	}
+	cmd.AdminReq = s.adminReq(c, commands.OpRecover, key, id, canon)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// putReferenceImage: PUT /admin/tasks/{id}/reference-image (raw JPEG).
+func (s *Server) putReferenceImage(c echo.Context) error {
+	if err := checkLength(c, ImageLimit); err != nil {
+		return err
+	}
+	if err := checkType(c, "image/jpeg"); err != nil {
+		return err
+	}
+	key, err := idemKey(c)
+	if err != nil {
+		return err
+	}
+	data, err := readBody(c, ImageLimit)
+	if err != nil {
+		return err
+	}
+	if err := checkJPEG(data); err != nil {
+		return err
+	}
+	id := c.Param("id")
+	var exists bool
+	s.eng.Read(func(st *projections.State) { exists = st.Tasks[id] != nil })
+	if !exists {
+		return commands.ErrTaskNotFound
+	}
+	sha, err := s.blobs.Put(data)
+	if err != nil {
+		return err
+	}
+	res, err := s.do(c, &commands.SetReferenceImage{AdminReq: s.adminReq(c, commands.OpSetReferenceImage, key, id, sha),
+		TaskID: id, SHA256: sha, Size: int64(len(data))})
+	if err != nil {
+		return err
+	}
+	return s.answerTask(c, res)
+}
+
+// getTask: GET /admin/tasks/{id}.
+func (s *Server) getTask(c echo.Context) error {
+	var doc map[string]any
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		if t := st.Tasks[c.Param("id")]; t != nil {
+			doc = taskDoc(t, now)
+		}
+	})
+	if doc == nil {
+		return commands.ErrTaskNotFound
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+// listTasks: GET /admin/tasks?state=&device_id=&cursor=&limit=, newest first.
+func (s *Server) listTasks(c echo.Context) error {
+	q := c.QueryParams()
+	for k := range q {
+		if k != "state" && k != "device_id" && k != "cursor" && k != "limit" {
+			return invalid("unknown query parameter %q", k)
+		}
+	}
+	state := q.Get("state")
+	if state != "" && !contains(projections.AllStates(), state) {
+		return invalid("state must be one of the task states")
+	}
+	device := q.Get("device_id")
+	if device != "" && !isUUIDv4(device) {
+		return invalid("device_id must be a canonical lowercase UUIDv4")
+	}
+	limit, err := queryInt(q.Get("limit"), 100, 1, 500)
+	if err != nil {
+		return invalid("limit must be an integer from 1 to 500")
+	}
+	cursor, err := queryInt(q.Get("cursor"), 0, 1, 1<<62)
+	if err != nil {
+		return invalid("cursor must be a value returned as next_cursor")
+	}
+	tasks := []any{}
+	var next any
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		st.TaskIDsNewestFirst(uint64(cursor), func(t *projections.Task) bool {
+			if state != "" && t.State != state {
+				return true
+			}
+			if device != "" && (t.Claim == nil || t.Claim.DeviceID != device) {
+				return true
+			}
+			if len(tasks) == int(limit) {
+				next = strconv.FormatUint(t.CreateSeq+1, 10)
+				return false
+			}
+			tasks = append(tasks, taskDoc(t, now))
+			return true
+		})
+	})
+	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func queryInt(v string, def, lo, hi int64) (int64, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, invalid("out of range")
+	}
+	return n, nil
+}
+
+// taskEvents: GET /admin/tasks/{id}/events.
+func (s *Server) taskEvents(c echo.Context) error {
+	id := c.Param("id")
+	var exists bool
+	s.eng.Read(func(st *projections.State) { exists = st.Tasks[id] != nil })
+	if !exists {
+		return commands.ErrTaskNotFound
+	}
+	out := []any{}
+	err := s.events.Stream(projections.TaskStream(id), func(e *ledger.Event) error {
+		doc, err := eventDoc(e, false)
+		if err == nil {
+			out = append(out, doc)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": out})
+}
+
+// globalEvents: GET /admin/events?after=&limit=.
+func (s *Server) globalEvents(c echo.Context) error {
+	q := c.QueryParams()
+	for k := range q {
+		if k != "after" && k != "limit" {
+			return invalid("unknown query parameter %q", k)
+		}
+	}
+	after, err := queryInt(q.Get("after"), 0, 0, 1<<62)
+	if err != nil {
+		return invalid("after must be a non-negative integer")
+	}
+	limit, err := queryInt(q.Get("limit"), 100, 1, 1000)
+	if err != nil {
+		return invalid("limit must be an integer from 1 to 1000")
+	}
+	out := []any{}
+	next := uint64(after)
+	err = s.events.Range(uint64(after), func(e *ledger.Event) error {
+		doc, err := eventDoc(e, true)
+		if err != nil {
+			return err
+		}
+		out = append(out, doc)
+		next = e.Seq
+		if len(out) == int(limit) {
+			return ledger.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": out, "next_after": next})
+}
+
+// getEvidence: GET /admin/tasks/{id}/evidence/{eid}.
+func (s *Server) getEvidence(c echo.Context) error {
+	var sha string
+	s.eng.Read(func(st *projections.State) {
+		if t := st.Tasks[c.Param("id")]; t != nil {
+			for _, e := range t.Evidence {
+				if e.ID == c.Param("eid") {
+					sha = e.SHA256
+				}
+			}
+		}
+	})
+	if sha == "" {
+		return commands.ErrEvidenceNotFound
+	}
+	data, err := s.blobs.Get(sha)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "private, no-store")
+	return c.Blob(http.StatusOK, "image/png", data)
+}
+
+// advanceClock: POST /admin/test-clock/advance (only with --clock=manual).
+func (s *Server) advanceClock(c echo.Context) error {
+	m, _, err := jsonRequest(c, AdminJSONLimit, false)
+	if err != nil {
+		return err
+	}
+	f := newFields(m)
+	secs := f.integer("seconds", true, 1, 86400)
+	if err := f.done(); err != nil {
+		return err
+	}
+	res, err := s.do(c, &commands.AdvanceClock{Seconds: secs})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"server_time": formatTime(res.Value.(int64))})
+}

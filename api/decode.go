@@ -1,0 +1,303 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// errInvalid is a request that is not valid JSON of the expected shape; it
+// answers 400 invalid_request with its message.
+type errInvalid struct{ msg string }
+
+func (e *errInvalid) Error() string { return e.msg }
+
+func invalid(format string, args ...any) error { return &errInvalid{fmt.Sprintf(format, args...)} }
+
+// parseStrict parses a JSON document strictly: valid UTF-8, one object, no
+// duplicate keys (also keys equal up to case) at any depth, nothing after
+// the closing brace. Numbers are kept as json.Number.
+func parseStrict(body []byte) (map[string]any, error) {
+	if !utf8.Valid(body) {
+		return nil, invalid("body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	v, err := parseValue(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, invalid("unexpected data after the JSON value")
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid("body must be a JSON object")
+	}
+	return obj, nil
+}
+
+func parseValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, invalid("malformed JSON")
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			folded := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, invalid("malformed JSON")
+				}
+				k, ok := kt.(string)
+				if !ok {
+					return nil, invalid("malformed JSON")
+				}
+				lk := strings.ToLower(k)
+				if folded[lk] {
+					return nil, invalid("duplicate key %q", k)
+				}
+				folded[lk] = true
+				v, err := parseValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				obj[k] = v
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, invalid("malformed JSON")
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				v, err := parseValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, invalid("malformed JSON")
+			}
+			return arr, nil
+		}
+		return nil, invalid("malformed JSON")
+	default:
+		return tok, nil
+	}
+}
+
+// fields reads a parsed object field by field; every key must be read by
+// name (exact case), and done() refuses the rest as unknown fields.
+type fields struct {
+	m    map[string]any
+	seen map[string]bool
+	err  error
+}
+
+func newFields(m map[string]any) *fields { return &fields{m: m, seen: map[string]bool{}} }
+
+func (f *fields) fail(err error) {
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// get returns the raw value; present is false for an absent key.
+func (f *fields) get(name string, required bool) (any, bool) {
+	f.seen[name] = true
+	v, ok := f.m[name]
+	if !ok && required {
+		f.fail(invalid("missing field %q", name))
+	}
+	return v, ok
+}
+
+func (f *fields) str(name string, required bool) string {
+	v, ok := f.get(name, required)
+	if !ok {
+		return ""
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		f.fail(invalid("field %q must be a string", name))
+	}
+	return s
+}
+
+// optStr returns nil for an absent or null field.
+func (f *fields) optStr(name string) *string {
+	v, ok := f.get(name, false)
+	if !ok || v == nil {
+		return nil
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		f.fail(invalid("field %q must be a string or null", name))
+		return nil
+	}
+	return &s
+}
+
+func (f *fields) integer(name string, required bool, lo, hi int64) int64 {
+	v, ok := f.get(name, required)
+	if !ok {
+		return 0
+	}
+	n, isNum := v.(json.Number)
+	if !isNum {
+		f.fail(invalid("field %q must be an integer", name))
+		return 0
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil || i < lo || i > hi {
+		f.fail(invalid("field %q must be an integer from %d to %d", name, lo, hi))
+		return 0
+	}
+	return i
+}
+
+func (f *fields) boolean(name string, required bool) bool {
+	v, ok := f.get(name, required)
+	if !ok {
+		return false
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		f.fail(invalid("field %q must be a boolean", name))
+	}
+	return b
+}
+
+func (f *fields) object(name string, required bool) map[string]any {
+	v, ok := f.get(name, required)
+	if !ok {
+		return nil
+	}
+	o, isObj := v.(map[string]any)
+	if !isObj {
+		f.fail(invalid("field %q must be an object", name))
+	}
+	return o
+}
+
+func (f *fields) array(name string, required bool) ([]any, bool) {
+	v, ok := f.get(name, required)
+	if !ok {
+		return nil, false
+	}
+	a, isArr := v.([]any)
+	if !isArr {
+		f.fail(invalid("field %q must be an array", name))
+		return nil, false
+	}
+	return a, true
+}
+
+func (f *fields) uuid(name string, required bool) string {
+	s := f.str(name, required)
+	if f.err == nil && (required || s != "") && !isUUIDv4(s) {
+		f.fail(invalid("field %q must be a canonical lowercase UUIDv4", name))
+	}
+	return s
+}
+
+// timeMs reads a required RFC 3339 UTC time with at most ms precision.
+func (f *fields) timeMs(name string) int64 {
+	s := f.str(name, true)
+	if f.err != nil {
+		return 0
+	}
+	t, err := parseTime(s)
+	if err != nil {
+		f.fail(invalid("field %q must be an RFC 3339 UTC time with at most millisecond precision", name))
+	}
+	return t
+}
+
+// optTimeMs reads an optional (absent or null) time.
+func (f *fields) optTimeMs(name string) *int64 {
+	s := f.optStr(name)
+	if s == nil || f.err != nil {
+		return nil
+	}
+	t, err := parseTime(*s)
+	if err != nil {
+		f.fail(invalid("field %q must be an RFC 3339 UTC time with at most millisecond precision", name))
+		return nil
+	}
+	return &t
+}
+
+// done reports the first error, or an unknown field.
+func (f *fields) done() error {
+	if f.err != nil {
+		return f.err
+	}
+	for k := range f.m {
+		if !f.seen[k] {
+			return invalid("unknown field %q", k)
+		}
+	}
+	return nil
+}
+
+var rfc3339UTC = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?(Z|\+00:00|-00:00)$`)
+
+// parseTime parses an RFC 3339 UTC time with at most ms precision.
+func parseTime(s string) (int64, error) {
+	if !rfc3339UTC.MatchString(s) {
+		return 0, errors.New("not an RFC 3339 UTC time")
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixMilli(), nil
+}
+
+// formatTime writes ms as RFC 3339 UTC with exactly three fractional digits.
+func formatTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// isUUIDv4 reports whether s is a canonical lowercase UUIDv4.
+func isUUIDv4(s string) bool {
+	if len(s) != 36 || strings.ToLower(s) != s {
+		return false
+	}
+	u, err := uuid.Parse(s)
+	return err == nil && u.Version() == 4 && u.Variant() == uuid.RFC4122 && u.String() == s
+}
+
+var (
+	checkName  = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+	reasonCode = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+)
+
+// printable reports whether s is 1..max printable ASCII characters.
+func printable(s string, max int) bool {
+	if len(s) < 1 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,372 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"taskledger/commands"
+	"taskledger/projections"
+)
+
+// checkDeviceID answers device_mismatch for a body naming another device.
+func checkDeviceID(c echo.Context, id string) error {
+	if id != principal(c).DeviceID {
+		return errDeviceMismatch
+	}
+	return nil
+}
+
+// presence: POST /device/heartbeat.
+func (s *Server) presence(c echo.Context) error {
+	m, _, err := jsonRequest(c, DeviceJSONLimit, false)
+	if err != nil {
+		return err
+	}
+	f := newFields(m)
+	deviceID := f.uuid("device_id", true)
+	p := projections.Presence{
+		AppVersion:       f.str("app_version", true),
+		OSVersion:        f.str("os_version", true),
+		TargetAppVersion: f.str("target_app_version", true),
+		Checks:           map[string]bool{},
+	}
+	checks := f.object("checks", true)
+	if at := f.optStr("active_task_id"); at != nil {
+		if !isUUIDv4(*at) {
+			f.fail(invalid("field \"active_task_id\" must be a canonical lowercase UUIDv4 or null"))
+		}
+		p.ActiveTaskID = *at
+	}
+	p.ClientTime = f.optTimeMs("client_time")
+	if err := f.done(); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{"app_version": p.AppVersion, "os_version": p.OSVersion, "target_app_version": p.TargetAppVersion} {
+		if !printable(v, 64) {
+			return invalid("field %q must be 1 to 64 printable ASCII characters", name)
+		}
+	}
+	if len(checks) < 1 || len(checks) > 16 {
+		return invalid("field \"checks\" must name 1 to 16 checks")
+	}
+	for k, v := range checks {
+		b, ok := v.(bool)
+		if !checkName.MatchString(k) || !ok {
+			return invalid("field \"checks\" must map names [a-z0-9_]{1,32} to booleans")
+		}
+		p.Checks[k] = b
+	}
+	if err := checkDeviceID(c, deviceID); err != nil {
+		return err
+	}
+	res, err := s.do(c, &commands.Presence{Device: principal(c), Presence: p})
+	if err != nil {
+		return err
+	}
+	r := res.Value.(commands.PresenceReply)
+	var active any
+	if r.ActiveTaskID != "" {
+		active = r.ActiveTaskID
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"server_time": formatTime(res.Now), "claimable": r.Claimable, "missing_checks": r.MissingChecks,
+		"presence_expires_at": formatTime(r.PresenceExpiresAt), "active_task_id": active,
+		"active_task_mismatch": r.ActiveTaskMismatch,
+	})
+}
+
+// claimNext: POST /device/tasks/claim-next.
+func (s *Server) claimNext(c echo.Context) error {
+	if err := checkLength(c, DeviceJSONLimit); err != nil {
+		return err
+	}
+	if err := checkType(c, "application/json"); err != nil {
+		return err
+	}
+	key, err := idemKey(c)
+	if err != nil {
+		return err
+	}
+	tok, err := claimToken(c, false)
+	if err != nil {
+		return err
+	}
+	if tok != "" && !isClientToken(tok) {
+		return errClaimToken // only client-issued tokens are sent with a claim
+	}
+	m, _, err := jsonRequest(c, DeviceJSONLimit, false)
+	if err != nil {
+		return err
+	}
+	f := newFields(m)
+	deviceID := f.uuid("device_id", true)
+	session := f.uuid("session_id", true)
+	if err := f.done(); err != nil {
+		return err
+	}
+	if err := checkDeviceID(c, deviceID); err != nil {
+		return err
+	}
+	tokHash := ""
+	if tok != "" {
+		tokHash = commands.HashToken(tok)
+	} else if s.eng.Config().ClaimSecret == nil {
+		return commands.ErrClaimTokenRequired
+	}
+	canon, _ := canonicalJSON(m)
+	fp := fingerprint(commands.OpClaimNext, canon, tokHash)
+	res, err := s.do(c, &commands.ClaimNext{Device: principal(c), Key: key, Fingerprint: fp, SessionID: session, TokenHash: tokHash})
+	if err != nil {
+		return err
+	}
+	return s.answerDevice(c, res)
+}
+
+// answerDevice renders a device command's recorded outcome.
+func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
+	rec := res.Record
+	if rec == nil {
+		return commands.ErrInternal
+	}
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	switch {
+	case rec.Status == http.StatusNoContent:
+		c.Response().Header().Set("Retry-After", "2")
+		return c.NoContent(http.StatusNoContent)
+	case rec.Status == http.StatusConflict:
+		ae := toAPIError(commands.RecordedError(rec.Code))
+		return c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
+	case rec.EventType == projections.EvTaskClaimed || rec.EventType == projections.EvTaskClaimResumed:
+		return c.JSON(http.StatusOK, s.claimDoc(rec))
+	case rec.Reply != nil && rec.Reply.Evidence != nil:
+		return c.JSON(http.StatusCreated, evidenceDoc(*rec.Reply.Evidence))
+	}
+	return c.JSON(rec.Status, taskReplyDoc(rec.Reply))
+}
+
+func nullTime(ms int64) any {
+	if ms == 0 {
+		return nil
+	}
+	return formatTime(ms)
+}
+
+func taskReplyDoc(r *projections.Reply) map[string]any {
+	doc := map[string]any{
+		"task_id": r.TaskID, "state": r.State, "version": r.Version, "claim_generation": r.Generation,
+		"server_time": formatTime(r.ServerTime), "lease_expires_at": nullTime(r.LeaseExpiresAt),
+		"cancel_requested": r.CancelRequested,
+	}
+	if r.ExecutionID != "" {
+		doc["execution_id"] = r.ExecutionID
+	}
+	if r.Step != "" {
+		doc["step"] = r.Step
+	}
+	return doc
+}
+
+func (s *Server) claimDoc(rec *projections.IdemRecord) map[string]any {
+	r := rec.Reply
+	task := map[string]any{"id": r.TaskID, "payload": json.RawMessage(r.Payload), "revision": r.Revision,
+		"created_at": formatTime(r.CreatedAt)}
+	if r.HasImage {
+		task["reference_image_url"] = "/api/v1/device/tasks/" + r.TaskID + "/reference-image"
+	}
+	claim := map[string]any{"generation": r.Generation, "session_id": r.SessionID,
+		"lease_expires_at": formatTime(r.LeaseExpiresAt), "authorization_expires_at": formatTime(r.AuthorizationExpiresAt)}
+	if r.TokenOrigin == projections.TokenServer {
+		claim["token"] = commands.ServerToken(s.eng.Config().ClaimSecret, rec.DeviceID, r.TaskID, r.AuthorizationID, r.Generation, r.Nonce)
+	}
+	return map[string]any{"task": task, "claim": claim, "state": r.State, "version": r.Version,
+		"claim_generation": r.Generation, "server_time": formatTime(r.ServerTime),
+		"lease_expires_at": formatTime(r.LeaseExpiresAt)}
+}
+
+func evidenceDoc(e projections.Evidence) map[string]any {
+	return map[string]any{"evidence_id": e.ID, "sha256": e.SHA256, "size": e.Size, "kind": e.Kind,
+		"captured_at": formatTime(e.CapturedAt)}
+}
+
+// taskCall: POST /device/tasks/{id}/… for every task-scoped operation.
+func (s *Server) taskCall(op string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := checkLength(c, DeviceJSONLimit); err != nil {
+			return err
+		}
+		if err := checkType(c, "application/json"); err != nil {
+			return err
+		}
+		key, err := idemKey(c)
+		if err != nil {
+			return err
+		}
+		tok, err := claimToken(c, true)
+		if err != nil {
+			return err
+		}
+		m, _, err := jsonRequest(c, DeviceJSONLimit, false)
+		if err != nil {
+			return err
+		}
+		taskID := c.Param("id")
+		cmd := &commands.TaskCall{Op: op, Device: principal(c), TaskID: taskID, Key: key, TokenHash: commands.HashToken(tok)}
+		f := newFields(m)
+		deviceID := f.uuid("device_id", true)
+		cmd.Generation = uint64(f.integer("claim_generation", true, 1, 1<<53-1))
+		switch op {
+		case commands.OpRenew:
+			cmd.SessionID = f.uuid("session_id", true)
+			cmd.ExpectedAt = f.timeMs("expected_lease_expires_at")
+		case commands.OpRelease, commands.OpStart:
+			cmd.Version = uint64(f.integer("expected_version", true, 1, 1<<53-1))
+		case commands.OpHeartbeat:
+			cmd.ExecutionID = f.uuid("execution_id", true)
+			cmd.Step = f.str("step", true)
+			cmd.ClientTime = f.optTimeMs("client_time")
+			if f.err == nil && !printable(cmd.Step, 64) {
+				f.fail(invalid("field \"step\" must be 1 to 64 printable ASCII characters"))
+			}
+		default:
+			cmd.ExecutionID = f.uuid("execution_id", true)
+			cmd.Version = uint64(f.integer("expected_version", true, 1, 1<<53-1))
+		}
+		switch op {
+		case commands.OpAwaitConfirmation:
+			cmd.Reason = f.str("reason", true)
+			if len(cmd.Reason) > 256 {
+				f.fail(invalid("field \"reason\" must be at most 256 bytes"))
+			}
+		case commands.OpComplete:
+			res := f.object("result", true)
+			if f.err == nil {
+				cmd.Result, err = canonicalJSON(res)
+				if err != nil {
+					f.fail(err)
+				} else if len(cmd.Result) > ResultLimit {
+					f.fail(invalid("field \"result\" must be at most %d bytes encoded", ResultLimit))
+				}
+			}
+		case commands.OpFail:
+			cmd.ReasonCode = f.str("reason_code", true)
+			cmd.Detail = f.str("detail", true)
+			if f.err == nil && !reasonCode.MatchString(cmd.ReasonCode) {
+				f.fail(invalid("field \"reason_code\" must match [a-z0-9_]{1,64}"))
+			}
+			if len(cmd.Detail) > 256 {
+				f.fail(invalid("field \"detail\" must be at most 256 bytes"))
+			}
+		}
+		if err := f.done(); err != nil {
+			return err
+		}
+		if !isUUIDv4(taskID) {
+			return commands.ErrClaimNotFound
+		}
+		if err := checkDeviceID(c, deviceID); err != nil {
+			return err
+		}
+		canon, _ := canonicalJSON(m)
+		cmd.Fingerprint = fingerprint(op, taskID, canon, cmd.TokenHash)
+		res, err := s.do(c, cmd)
+		if err != nil {
+			return err
+		}
+		return s.answerDevice(c, res)
+	}
+}
+
+// deviceReferenceImage: GET /device/tasks/{id}/reference-image, for the
+// current unexpired claim only.
+func (s *Server) deviceReferenceImage(c echo.Context) error {
+	tok, err := claimToken(c, true)
+	if err != nil {
+		return err
+	}
+	gen, err := generationHeader(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	var sha string
+	var rerr error
+	s.eng.ReadNow(func(st *projections.State, now int64) {
+		sha, rerr = commands.ReferenceImageAccess(st, now, p, c.Param("id"), commands.HashToken(tok), gen)
+	})
+	if rerr != nil {
+		return rerr
+	}
+	data, err := s.blobs.Get(sha)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "private, no-store")
+	return c.Blob(http.StatusOK, "image/jpeg", data)
+}
+
+// evidence: POST /device/tasks/{id}/evidence (one PNG).
+func (s *Server) evidence(c echo.Context) error {
+	if err := checkLength(c, EvidenceLimit); err != nil {
+		return err
+	}
+	if err := checkType(c, "image/png"); err != nil {
+		return err
+	}
+	key, err := idemKey(c)
+	if err != nil {
+		return err
+	}
+	tok, err := claimToken(c, true)
+	if err != nil {
+		return err
+	}
+	gen, err := generationHeader(c)
+	if err != nil {
+		return err
+	}
+	h := c.Request().Header
+	exec := h.Get("X-Execution-Id")
+	if !isUUIDv4(exec) {
+		return invalid("X-Execution-Id must be a canonical lowercase UUIDv4")
+	}
+	kind := h.Get("X-Evidence-Kind")
+	if kind != "screenshot" {
+		return invalid("X-Evidence-Kind must be screenshot")
+	}
+	capturedRaw := h.Get("X-Captured-At")
+	captured, err := parseTime(capturedRaw)
+	if err != nil {
+		return invalid("X-Captured-At must be an RFC 3339 UTC time with at most millisecond precision")
+	}
+	data, err := readBody(c, EvidenceLimit)
+	if err != nil {
+		return err
+	}
+	if err := checkPNG(data); err != nil {
+		return err
+	}
+	taskID := c.Param("id")
+	if !isUUIDv4(taskID) {
+		return commands.ErrClaimNotFound
+	}
+	sha, err := s.blobs.Put(data)
+	if err != nil {
+		return err
+	}
+	tokHash := commands.HashToken(tok)
+	cmd := &commands.TaskCall{Op: commands.OpEvidence, Device: principal(c), TaskID: taskID, Key: key, TokenHash: tokHash,
+		Generation: gen, ExecutionID: exec,
+		Evidence: &projections.Evidence{SHA256: sha, Size: int64(len(data)), Kind: kind, CapturedAt: captured}}
+	cmd.Fingerprint = fingerprint(commands.OpEvidence, taskID, sha, strconv.FormatUint(gen, 10), exec, kind,
+		strconv.FormatInt(captured, 10), tokHash)
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	return s.answerDevice(c, res)
+}

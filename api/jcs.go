@@ -1,0 +1,138 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+)
+
+// canonicalJSON writes v (as parsed by parseStrict) in the JSON
+// Canonicalization Scheme of RFC 8785: object keys sorted by UTF-16 code
+// units, no white space, numbers as ECMAScript writes them, strings with
+// only the escapes JSON requires.
+func canonicalJSON(v any) (string, error) {
+	var b strings.Builder
+	if err := writeCanonical(&b, v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func writeCanonical(b *strings.Builder, v any) error {
+	switch t := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		if t {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case string:
+		writeCanonicalString(b, t)
+	case json.Number:
+		s, err := canonicalNumber(t)
+		if err != nil {
+			return err
+		}
+		b.WriteString(s)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeCanonical(b, e); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return lessUTF16(keys[i], keys[j]) })
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeCanonicalString(b, k)
+			b.WriteByte(':')
+			if err := writeCanonical(b, t[k]); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	default:
+		return invalid("unsupported JSON value")
+	}
+	return nil
+}
+
+func lessUTF16(a, b string) bool {
+	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	for i := 0; i < len(ua) && i < len(ub); i++ {
+		if ua[i] != ub[i] {
+			return ua[i] < ub[i]
+		}
+	}
+	return len(ua) < len(ub)
+}
+
+func writeCanonicalString(b *strings.Builder, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if r < 0x20 {
+				b.WriteString(`\u00`)
+				b.WriteByte(hex[r>>4])
+				b.WriteByte(hex[r&0xf])
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+}
+
+// canonicalNumber writes a JSON number as ECMAScript's Number#toString
+// does for the IEEE 754 double it denotes.
+func canonicalNumber(n json.Number) (string, error) {
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", invalid("number %s is out of range", n)
+	}
+	if f == 0 {
+		return "0", nil
+	}
+	abs := math.Abs(f)
+	if abs < 1e21 && abs >= 1e-6 {
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, exp, _ := strings.Cut(s, "e")
+	sign := exp[0]
+	digits := strings.TrimLeft(exp[1:], "0")
+	return mant + "e" + string(sign) + digits, nil
+}

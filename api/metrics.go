@@ -1,0 +1,89 @@
+package api
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"taskledger/commands"
+)
+
+// Metrics are the Prometheus series of api.md and operations.md.
+type Metrics struct {
+	reg          *prometheus.Registry
+	batchSize    prometheus.Histogram
+	commitSecs   prometheus.Histogram
+	commandsT    *prometheus.CounterVec
+	claims       prometheus.Counter
+	replaySecs   prometheus.Gauge
+	snapshotSecs prometheus.Histogram
+	requests     *prometheus.CounterVec
+}
+
+// NewMetrics registers the series on a fresh registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskledger_append_batch_size",
+			Help: "Commands per committed append batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 13)}),
+		commitSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskledger_append_commit_seconds",
+			Help: "Latency of one append transaction (including fsync).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		commandsT: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskledger_commands_total",
+			Help: "Commands sequenced, by type and outcome (ok or the error code)."}, []string{"type", "outcome"}),
+		claims: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskledger_claims_total",
+			Help: "Successful claims (new claims, not replays or resumes)."}),
+		replaySecs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "taskledger_replay_seconds",
+			Help: "Duration of the last start-up load (snapshot + tail replay)."}),
+		snapshotSecs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "taskledger_snapshot_seconds",
+			Help: "Duration of snapshot writes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskledger_http_requests_total",
+			Help: "HTTP requests by route and status."}, []string{"route", "status"}),
+	}
+	m.reg.MustRegister(m.batchSize, m.commitSecs, m.commandsT, m.claims, m.replaySecs, m.snapshotSecs, m.requests,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Engine returns the sequencer hooks that feed these series.
+func (m *Metrics) Engine() commands.Metrics {
+	return commands.Metrics{
+		BatchCommitted: func(n, _ int, d time.Duration) {
+			m.batchSize.Observe(float64(n))
+			m.commitSecs.Observe(d.Seconds())
+		},
+		Command: func(cmd commands.Command, err error) {
+			outcome := "ok"
+			if err != nil {
+				outcome = toAPIError(err).Code
+				if isUnavailable(err) {
+					outcome = "unavailable"
+				}
+			}
+			m.commandsT.WithLabelValues(commands.TypeName(cmd), outcome).Inc()
+		},
+		Claimed: func() { m.claims.Inc() },
+	}
+}
+
+// ObserveReplay records the start-up load duration.
+func (m *Metrics) ObserveReplay(d time.Duration) { m.replaySecs.Set(d.Seconds()) }
+
+// ObserveSnapshot records a snapshot write.
+func (m *Metrics) ObserveSnapshot(d time.Duration) { m.snapshotSecs.Observe(d.Seconds()) }
+
+func (m *Metrics) request(route string, status int) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}
+
+// Register adds GET /metrics.
+func (m *Metrics) Register(e *echo.Echo) {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	e.GET("/metrics", func(c echo.Context) error {
+		h.ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+}
+

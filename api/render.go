@@ -1,0 +1,170 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"taskledger/commands"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// authStatus is an authorization's status as shown at now.
+func authStatus(t *projections.Task, now int64) string {
+	a := t.Auth
+	switch {
+	case a.Status != projections.AuthActive:
+		return a.Status
+	case !t.Eligible(now) && now >= a.ExpiresAt:
+		return "EXPIRED"
+	case !t.Eligible(now):
+		return "STALE" // the task was amended after this authorization
+	}
+	return projections.AuthActive
+}
+
+// taskDoc is the task detail document of api.md: never a token or hash.
+func taskDoc(t *projections.Task, now int64) map[string]any {
+	doc := map[string]any{
+		"id": t.ID, "state": t.State, "version": t.Version, "revision": t.Revision,
+		"payload": json.RawMessage(t.Payload), "created_at": formatTime(t.CreatedAt),
+		"updated_at": formatTime(t.UpdatedAt), "reference_image": nil, "authorization": nil,
+		"claim": nil, "execution": nil, "cancel_requested": t.CancelRequested, "result": nil,
+		"failure": nil, "late_reports": []any{}, "evidence": []any{}, "recovery": nil,
+	}
+	if t.Image != nil {
+		doc["reference_image"] = map[string]any{"sha256": t.Image.SHA256, "size": t.Image.Size}
+	}
+	if t.Auth != nil {
+		doc["authorization"] = map[string]any{"id": t.Auth.ID, "status": authStatus(t, now),
+			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision}
+	}
+	if t.Claim != nil {
+		doc["claim"] = map[string]any{"generation": t.Claim.Generation, "device_id": t.Claim.DeviceID,
+			"session_id": t.Claim.SessionID, "lease_expires_at": formatTime(t.Claim.LeaseExpiresAt),
+			"token_origin": t.Claim.TokenOrigin}
+	}
+	if t.Exec != nil {
+		doc["execution"] = map[string]any{"id": t.Exec.ID, "started_at": formatTime(t.Exec.StartedAt),
+			"lease_expires_at": formatTime(t.Exec.LeaseExpiresAt), "step": nullStr(t.Exec.Step),
+			"last_seen_at": formatTime(t.Exec.LastSeenAt)}
+	}
+	if t.Result != nil {
+		doc["result"] = json.RawMessage(*t.Result)
+	}
+	if t.Failure != nil {
+		doc["failure"] = map[string]any{"reason_code": t.Failure.ReasonCode, "detail": t.Failure.Detail}
+	}
+	lates := []any{}
+	for _, l := range t.LateReports {
+		lr := map[string]any{"at": formatTime(l.At), "device_id": l.DeviceID, "claim_generation": l.Generation,
+			"execution_id": l.ExecutionID, "outcome": l.Outcome}
+		if l.Outcome == commands.OpComplete {
+			lr["result"] = json.RawMessage(l.Result)
+		} else {
+			lr["reason_code"], lr["detail"] = l.ReasonCode, l.Detail
+		}
+		lates = append(lates, lr)
+	}
+	doc["late_reports"] = lates
+	evs := []any{}
+	for _, e := range t.Evidence {
+		evs = append(evs, evidenceDoc(e))
+	}
+	doc["evidence"] = evs
+	if t.Recovery != nil {
+		doc["recovery"] = map[string]any{"decision": t.Recovery.Decision, "reason": t.Recovery.Reason,
+			"at": formatTime(t.Recovery.At)}
+	}
+	return doc
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// deviceDoc is the device document: never the token or its hash.
+func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *commands.Config) map[string]any {
+	required := commands.RequiredChecks(d, cfg)
+	if required == nil {
+		required = []string{}
+	}
+	doc := map[string]any{"device_id": d.ID, "owner_id": d.OwnerID, "name": d.Name, "status": d.Status,
+		"required_checks": required, "registered_at": formatTime(d.RegisteredAt), "presence": nil, "open_task_id": nil}
+	if d.Status == projections.DeviceStatusRevoked {
+		doc["revoked_at"], doc["revoke_reason"] = formatTime(d.RevokedAt), d.RevokeReason
+	}
+	if p := st.Presence[d.ID]; p != nil {
+		checks := p.Checks
+		if checks == nil {
+			checks = map[string]bool{}
+		}
+		doc["presence"] = map[string]any{"app_version": p.AppVersion, "os_version": p.OSVersion,
+			"target_app_version": p.TargetAppVersion, "checks": checks, "last_seen_at": formatTime(p.ReceivedAt),
+			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg)}
+	}
+	if t := st.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID {
+		doc["open_task_id"] = t.ID
+	}
+	return doc
+}
+
+// eventDoc renders an event for the history routes and export: the body as
+// JSON with its secret-bearing fields (token hashes, nonces) left out.
+func eventDoc(e *ledger.Event, global bool) (map[string]any, error) {
+	body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+	if err != nil {
+		return nil, err
+	}
+	bm, err := bodyJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	doc := map[string]any{"seq": e.Seq, "type": e.Type, "schema": e.Schema, "at": formatTime(e.At),
+		"actor": e.Actor, "body": bm}
+	if global {
+		doc["stream"], doc["stream_version"] = e.Stream, e.StreamVersion
+	}
+	return doc, nil
+}
+
+// bodyJSON turns a decoded body into its JSON document: fields tagged
+// json:"-" (token hashes, nonces) are left out, times (…_at, client_time)
+// become RFC 3339, and payload/result are embedded as JSON.
+func bodyJSON(body any) (map[string]any, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	fixBody(m)
+	return m, nil
+}
+
+func fixBody(m map[string]any) {
+	for k, v := range m {
+		switch t := v.(type) {
+		case json.Number:
+			if strings.HasSuffix(k, "_at") || k == "client_time" {
+				if ms, err := t.Int64(); err == nil && ms != 0 {
+					m[k] = formatTime(ms)
+				}
+			}
+		case string:
+			if (k == "payload" || k == "result") && t != "" {
+				m[k] = json.RawMessage(t)
+			}
+		case map[string]any:
+			fixBody(t)
+		}
+	}
+}

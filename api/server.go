@@ -1,0 +1,272 @@
+// Package api is taskledger's HTTP interface (Echo): strict decoding,
+// authentication, error mapping and rendering. It decides nothing: every
+// mutation is a commands.Command handed to the sequencer.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"taskledger/commands"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// Body limits of api.md.
+const (
+	DeviceJSONLimit = 4096
+	AdminJSONLimit  = 64 << 10
+	PayloadLimit    = 16 << 10
+	ResultLimit     = 2 << 10
+	ImageLimit      = 5 << 20
+	EvidenceLimit   = 8 << 20
+)
+
+// Events is the read side of the log the api serves history from.
+type Events interface {
+	Range(after uint64, fn func(*ledger.Event) error) error
+	Stream(stream string, fn func(*ledger.Event) error) error
+}
+
+// Options configure the api.
+type Options struct {
+	Engine      *commands.Engine
+	Events      Events
+	Blobs       *ledger.Blobs
+	AdminTokens map[string][]byte // name → SHA-256 of the token
+	ManualClock bool              // enables the test-clock route
+	Logger      zerolog.Logger
+	Metrics     *Metrics
+	// Extra registers more routes (metrics, console) on the root.
+	Extra func(e *echo.Echo)
+}
+
+// Server is the HTTP interface.
+type Server struct {
+	eng      *commands.Engine
+	events   Events
+	blobs    *ledger.Blobs
+	admins   map[string]string // hex SHA-256 → name
+	log      zerolog.Logger
+	metrics  *Metrics
+	echo     *echo.Echo
+	stopping atomic.Bool
+}
+
+// New builds the server and its routes.
+func New(o Options) *Server {
+	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics}
+	for name, h := range o.AdminTokens {
+		s.admins[hex.EncodeToString(h)] = name
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.requestLog, s.gate)
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+
+	v1 := e.Group("/api/v1")
+	dev := v1.Group("/device", s.authDevice)
+	dev.POST("/heartbeat", s.presence)
+	dev.POST("/tasks/claim-next", s.claimNext)
+	for _, op := range []string{commands.OpRelease, commands.OpStart, commands.OpHeartbeat, commands.OpAwaitConfirmation,
+		commands.OpResume, commands.OpComplete, commands.OpFail, commands.OpCancelAck} {
+		dev.POST("/tasks/:id/"+op, s.taskCall(op))
+	}
+	dev.POST("/tasks/:id/lease/renew", s.taskCall(commands.OpRenew))
+	dev.GET("/tasks/:id/reference-image", s.deviceReferenceImage)
+	dev.POST("/tasks/:id/evidence", s.evidence)
+
+	adm := v1.Group("/admin", s.authAdmin)
+	adm.POST("/devices", s.registerDevice)
+	adm.GET("/devices", s.listDevices)
+	adm.GET("/devices/:id", s.getDevice)
+	adm.POST("/devices/:id/revoke", s.revokeDevice)
+	adm.POST("/tasks", s.createTask)
+	adm.GET("/tasks", s.listTasks)
+	adm.GET("/tasks/:id", s.getTask)
+	adm.GET("/tasks/:id/events", s.taskEvents)
+	adm.PUT("/tasks/:id/reference-image", s.putReferenceImage)
+	adm.POST("/tasks/:id/amend", s.amend)
+	adm.POST("/tasks/:id/authorize", s.authorize)
+	adm.POST("/tasks/:id/authorization/revoke", s.revokeAuthorization)
+	adm.POST("/tasks/:id/cancel", s.cancel)
+	adm.POST("/tasks/:id/recover", s.recoverTask)
+	adm.GET("/tasks/:id/evidence/:eid", s.getEvidence)
+	adm.GET("/events", s.globalEvents)
+	if o.ManualClock {
+		adm.POST("/test-clock/advance", s.advanceClock)
+	}
+	if o.Extra != nil {
+		o.Extra(e)
+	}
+	s.echo = e
+	return s
+}
+
+// Handler is the http.Handler of the server.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Echo exposes the router (for extra routes).
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// Stopping makes every later request answer 503 (graceful shutdown).
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
+func (s *Server) readyz(c echo.Context) error {
+	if s.stopping.Load() || s.eng.Err() != nil {
+		return unavailable(c)
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// gate answers 503 once shutdown began (operational routes stay).
+func (s *Server) gate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.stopping.Load() && strings.HasPrefix(c.Request().URL.Path, "/api/") {
+			return unavailable(c)
+		}
+		return next(c)
+	}
+}
+
+func unavailable(c echo.Context) error {
+	c.Response().Header().Set("Retry-After", "1")
+	return c.NoContent(http.StatusServiceUnavailable)
+}
+
+// requestLog gives every request an id and logs it without any header
+// value (so never a token).
+func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := uuid.NewString()
+		c.Response().Header().Set("X-Request-Id", id)
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		req := c.Request()
+		s.log.Info().Str("request_id", id).Str("method", req.Method).Str("route", c.Path()).
+			Int("status", c.Response().Status).Dur("latency", time.Since(start)).Msg("request")
+		if s.metrics != nil {
+			s.metrics.request(c.Path(), c.Response().Status)
+		}
+		return nil
+	}
+}
+
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			err = errNotFound
+		case http.StatusMethodNotAllowed:
+			err = errMethod
+		default:
+			err = newErr(he.Code, "invalid_request", http.StatusText(he.Code))
+		}
+	}
+	if isUnavailable(err) {
+		_ = unavailable(c)
+		return
+	}
+	ae := toAPIError(err)
+	if ae.Status == http.StatusInternalServerError {
+		s.log.Error().Err(err).Str("route", c.Path()).Msg("internal error")
+	}
+	_ = c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
+}
+
+const (
+	ctxDevice   = "tl.device"
+	ctxOperator = "tl.operator"
+)
+
+// bearer returns the SHA-256 (hex) of the request's bearer token.
+func bearer(c echo.Context) (string, bool) {
+	h := c.Request().Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(p):])))
+	return hex.EncodeToString(sum[:]), true
+}
+
+func unauthorized(c echo.Context) error {
+	c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	return c.NoContent(http.StatusUnauthorized)
+}
+
+// identify resolves a token hash to a device principal or an operator.
+func (s *Server) identify(h string) (dev *commands.Principal, op string) {
+	if name, ok := s.admins[h]; ok {
+		return nil, name
+	}
+	s.eng.Read(func(st *projections.State) {
+		if d, ok := st.DeviceByTokenHash(h); ok && d.Status == projections.DeviceStatusActive {
+			dev = &commands.Principal{DeviceID: d.ID, OwnerID: d.OwnerID}
+		}
+	})
+	return dev, ""
+}
+
+func (s *Server) authDevice(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h, ok := bearer(c)
+		if !ok {
+			return unauthorized(c)
+		}
+		dev, op := s.identify(h)
+		switch {
+		case op != "":
+			return errWrongKind
+		case dev == nil:
+			return unauthorized(c)
+		}
+		c.Set(ctxDevice, *dev)
+		return next(c)
+	}
+}
+
+func (s *Server) authAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h, ok := bearer(c)
+		if !ok {
+			return unauthorized(c)
+		}
+		dev, op := s.identify(h)
+		switch {
+		case dev != nil:
+			return errWrongKind
+		case op == "":
+			return unauthorized(c)
+		}
+		c.Set(ctxOperator, commands.Operator(op))
+		return next(c)
+	}
+}
+
+func principal(c echo.Context) commands.Principal { return c.Get(ctxDevice).(commands.Principal) }
+func operator(c echo.Context) commands.Operator   { return c.Get(ctxOperator).(commands.Operator) }
+
+// do runs a command through the sequencer.
+func (s *Server) do(c echo.Context, cmd commands.Command) (commands.Result, error) {
+	return s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"taskledger/commands"
+)
+
+// parseInterspersed parses flags that may stand before or after positional
+// arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// envDefault returns TASKLEDGER_<NAME> or def.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv("TASKLEDGER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+		return v
+	}
+	return def
+}
+
+// serveFlags are the settings of `serve` with their environment fallbacks.
+type serveFlags struct {
+	data, listen, clock                         string
+	claimLease, runningLease, presenceTTL       string
+	authMin, authMax, retention, requiredChecks string
+	snapshotEvery, claimSecret, logLevel        string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, envDefault(name, def), usage) }
+	str(&f.data, "data", "./data", "data directory")
+	str(&f.listen, "listen", "127.0.0.1:8080", "listen address")
+	str(&f.clock, "clock", "wall", "clock: wall or manual (tests; loopback only)")
+	str(&f.claimLease, "claim-lease", "10m", "claim lease (1m–60m, < --authorization-ttl-min)")
+	str(&f.runningLease, "running-lease", "90s", "running lease (30s–10m)")
+	str(&f.presenceTTL, "presence-ttl", "2m", "presence TTL (30s–10m)")
+	str(&f.authMin, "authorization-ttl-min", "15m", "minimum authorization TTL (15m–720h)")
+	str(&f.authMax, "authorization-ttl-max", "720h", "maximum authorization TTL (15m–720h)")
+	str(&f.retention, "idempotency-retention", "72h", "idempotency record retention (1h–720h, longer than every lease)")
+	str(&f.requiredChecks, "required-checks", "accessibility_connected,target_app_installed", "default readiness checks (0–16 names)")
+	str(&f.snapshotEvery, "snapshot-every", "100000", "events between snapshots (1000–10000000)")
+	str(&f.claimSecret, "claim-token-secret", "", "claim-token secret: 64 lowercase hex (enables server-issued claim tokens)")
+	str(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %q is not a duration (use Go syntax such as 90s, 10m, 24h)", name, v)
+	}
+	if d < lo || d > hi {
+		return 0, fmt.Errorf("--%s: %s is outside its bounds %s – %s", name, d, lo, hi)
+	}
+	return d, nil
+}
+
+var checkNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+var secretRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// config validates the flags into the commands configuration.
+func (f *serveFlags) config() (commands.Config, uint64, error) {
+	var c commands.Config
+	var err error
+	if c.ClaimLease, err = duration("claim-lease", f.claimLease, time.Minute, time.Hour); err != nil {
+		return c, 0, err
+	}
+	if c.RunningLease, err = duration("running-lease", f.runningLease, 30*time.Second, 10*time.Minute); err != nil {
+		return c, 0, err
+	}
+	if c.PresenceTTL, err = duration("presence-ttl", f.presenceTTL, 30*time.Second, 10*time.Minute); err != nil {
+		return c, 0, err
+	}
+	if c.AuthTTLMin, err = duration("authorization-ttl-min", f.authMin, 15*time.Minute, 720*time.Hour); err != nil {
+		return c, 0, err
+	}
+	if c.AuthTTLMax, err = duration("authorization-ttl-max", f.authMax, 15*time.Minute, 720*time.Hour); err != nil {
+		return c, 0, err
+	}
+	if c.AuthTTLMin > c.AuthTTLMax {
+		return c, 0, fmt.Errorf("--authorization-ttl-min (%s) must not exceed --authorization-ttl-max (%s)", c.AuthTTLMin, c.AuthTTLMax)
+	}
+	if c.ClaimLease >= c.AuthTTLMin {
+		return c, 0, fmt.Errorf("--claim-lease (%s) must be strictly shorter than --authorization-ttl-min (%s)", c.ClaimLease, c.AuthTTLMin)
+	}
+	if c.IdempotencyRetention, err = duration("idempotency-retention", f.retention, time.Hour, 720*time.Hour); err != nil {
+		return c, 0, err
+	}
+	if c.IdempotencyRetention <= max(c.ClaimLease, c.RunningLease, c.PresenceTTL) {
+		return c, 0, fmt.Errorf("--idempotency-retention (%s) must be longer than every lease", c.IdempotencyRetention)
+	}
+	c.RequiredChecks = []string{}
+	if strings.TrimSpace(f.requiredChecks) != "" {
+		for _, n := range strings.Split(f.requiredChecks, ",") {
+			n = strings.TrimSpace(n)
+			if !checkNameRE.MatchString(n) {
+				return c, 0, fmt.Errorf("--required-checks: %q is not a check name ([a-z0-9_]{1,32})", n)
+			}
+			c.RequiredChecks = append(c.RequiredChecks, n)
+		}
+	}
+	if len(c.RequiredChecks) > 16 {
+		return c, 0, fmt.Errorf("--required-checks: at most 16 names")
+	}
+	var every uint64
+	if _, err := fmt.Sscan(f.snapshotEvery, &every); err != nil || every < 1000 || every > 10_000_000 {
+		return c, 0, fmt.Errorf("--snapshot-every: %q is outside its bounds 1000 – 10000000", f.snapshotEvery)
+	}
+	if f.claimSecret != "" {
+		if !secretRE.MatchString(f.claimSecret) {
+			return c, 0, fmt.Errorf("--claim-token-secret (TASKLEDGER_CLAIM_TOKEN_SECRET) must be exactly 64 lowercase hex characters")
+		}
+		c.ClaimSecret, _ = hex.DecodeString(f.claimSecret)
+	}
+	return c, every, nil
+}
+
+func hexBytes(s string) []byte {
+	b, _ := hex.DecodeString(s)
+	return b
+}

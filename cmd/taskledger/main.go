@@ -1,0 +1,227 @@
+// Command taskledger is the one binary: the server and the operator and
+// auditor subcommands.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"taskledger/api"
+	"taskledger/cmd/taskledger/app"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+const usage = `usage: taskledger <command> [flags]
+
+commands:
+  serve                      run the server
+  admin-token create NAME    create an admin token (printed on stdout)
+  admin-token revoke NAME    revoke an admin token
+  verify                     check the log: hash chain, seq, invariants
+  agent ...                  the device agent (enroll, run, status, resolve)
+
+every command takes --data DIR (default ./data)
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(args[1:], stderr)
+	case "admin-token":
+		return cmdAdminToken(args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if code, ok := runMore(args, stdout, stderr); ok {
+		return code
+	}
+	fmt.Fprintf(stderr, "taskledger: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// runMore dispatches the subcommands defined in other files.
+var runMore = func(args []string, stdout, stderr io.Writer) (int, bool) { return 0, false }
+
+func fail(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "taskledger: "+format+"\n", args...)
+	return 1
+}
+
+func cmdServe(args []string, stderr io.Writer) int {
+	fs := newFlagSet("serve", stderr)
+	var f serveFlags
+	f.register(fs)
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	cfg, every, err := f.config()
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if f.clock != "wall" && f.clock != "manual" {
+		return fail(stderr, "--clock must be wall or manual")
+	}
+	manual := f.clock == "manual"
+	if manual && !loopback(f.listen) {
+		return fail(stderr, "--clock=manual is refused unless --listen is a loopback address")
+	}
+	level, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil {
+		return fail(stderr, "--log-level: %v", err)
+	}
+	logger := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fail(stderr, "listen %s: %v", f.listen, err)
+	}
+	node, err := app.Open(app.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }})
+	if err != nil {
+		ln.Close()
+		if errors.Is(err, ledger.ErrInUse) {
+			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", f.data)
+		}
+		return fail(stderr, "%v", err)
+	}
+	srv := &http.Server{Handler: node.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).Msg("serving")
+	fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case sig := <-sigs:
+		logger.Info().Str("signal", sig.String()).Msg("shutting down: finishing the batch in flight")
+	case err := <-errc:
+		logger.Error().Err(err).Msg("server stopped")
+	}
+	node.API.Stopping() // new API requests answer 503
+	node.Engine.Close() // the batch in flight commits and is answered
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	if err := node.Store.Close(); err != nil {
+		return fail(stderr, "close: %v", err)
+	}
+	return 0
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func cmdAdminToken(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("admin-token", stderr)
+	data := fs.String("data", envDefault("data", "./data"), "data directory")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 2 || (pos[0] != "create" && pos[0] != "revoke") {
+		fmt.Fprintln(stderr, "usage: taskledger admin-token create|revoke NAME [--data DIR]")
+		return 2
+	}
+	name := pos[1]
+	if !checkNameRE.MatchString(name) {
+		return fail(stderr, "admin token names are 1–32 characters of [a-z0-9_]")
+	}
+	store, err := ledger.Open(*data, ledger.Options{})
+	if err != nil {
+		if errors.Is(err, ledger.ErrInUse) {
+			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", *data)
+		}
+		return fail(stderr, "%v", err)
+	}
+	defer store.Close()
+	if pos[0] == "revoke" {
+		if err := store.DeleteAdminToken(name); err != nil {
+			return fail(stderr, "no admin token named %q", name)
+		}
+		fmt.Fprintf(stderr, "taskledger: admin token %q revoked\n", name)
+		return 0
+	}
+	existing, err := store.AdminTokens()
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if _, dup := existing[name]; dup {
+		return fail(stderr, "an admin token named %q exists; revoke it first", name)
+	}
+	tok, err := api.NewAdminToken()
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	h := sha256.Sum256([]byte(tok))
+	if err := store.PutAdminToken(name, h[:]); err != nil {
+		return fail(stderr, "%v", err)
+	}
+	fmt.Fprintln(stdout, tok)
+	fmt.Fprintf(stderr, "taskledger: admin token %q created (stored hashed; shown only now)\n", name)
+	return 0
+}
+
+func cmdVerify(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("verify", stderr)
+	data := fs.String("data", envDefault("data", "./data"), "data directory")
+	secret := fs.String("claim-token-secret", envDefault("claim-token-secret", ""), "recompute server-issued claims with this secret")
+	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	store, err := ledger.Open(*data, ledger.Options{ReadOnly: true})
+	if err != nil {
+		if errors.Is(err, ledger.ErrInUse) {
+			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", *data)
+		}
+		return fail(stderr, "%v", err)
+	}
+	defer store.Close()
+	var sec []byte
+	if *secret != "" {
+		f := serveFlags{claimSecret: *secret}
+		if !secretRE.MatchString(f.claimSecret) {
+			return fail(stderr, "--claim-token-secret must be exactly 64 lowercase hex characters")
+		}
+		sec = hexBytes(*secret)
+	}
+	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()}, sec)
+	if err != nil {
+		fmt.Fprintf(stderr, "taskledger: verify FAILED: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ok: %d events, head seq %d\n", rep.Events, rep.Head.Seq)
+	return 0
+}

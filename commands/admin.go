@@ -1,0 +1,325 @@
+package commands
+
+import (
+	"time"
+
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// Operator is an authenticated admin token's name.
+type Operator string
+
+// Actor is the operator as stamped on events.
+func (o Operator) Actor() ledger.Actor { return ledger.Actor{Kind: ledger.ActorOperator, ID: string(o)} }
+
+// Admin operations (idempotency operation names).
+const (
+	OpRegisterDevice      = "register-device"
+	OpRevokeDevice        = "revoke-device"
+	OpCreateTask          = "create-task"
+	OpAmend               = "amend"
+	OpSetReferenceImage   = "reference-image"
+	OpAuthorize           = "authorize"
+	OpRevokeAuthorization = "revoke-authorization"
+	OpCancel              = "cancel"
+	OpRecover             = "recover"
+)
+
+// AdminReq is the part every admin mutation shares.
+type AdminReq struct {
+	Operator    Operator
+	Key         string
+	Fingerprint []byte
+}
+
+// begin applies the idempotency rules of an admin command. Admin replays
+// answer the current document of what the command changed.
+func (a *AdminReq) begin(x *Ctx, op string) (string, *Decision, error) {
+	scope := Scope(a.Operator.Actor(), op)
+	dec, err := lookupIdem(x, scope, a.Key, a.Fingerprint, nil)
+	return scope, dec, err
+}
+
+func (a *AdminReq) decision(scope, stream, typ string, body any) *Decision {
+	return &Decision{
+		Events: []Draft{{Stream: stream, Type: typ, Actor: a.Operator.Actor(), Idem: idem(scope, a.Key, a.Fingerprint), Body: body}},
+		Answer: recorded(scope, a.Key),
+	}
+}
+
+// RegisterDevice registers a device; the api generated its token and
+// passes only the hash.
+type RegisterDevice struct {
+	AdminReq
+	OwnerID        string
+	Name           string
+	HasChecks      bool
+	RequiredChecks []string
+	TokenHash      string
+}
+
+// Decide registers the device.
+func (c *RegisterDevice) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpRegisterDevice)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	id := NewID()
+	return c.decision(scope, projections.DeviceStream(id), projections.EvDeviceRegistered, &projections.DeviceRegistered{
+		DeviceID: id, OwnerID: c.OwnerID, Name: c.Name, HasChecks: c.HasChecks,
+		RequiredChecks: c.RequiredChecks, TokenHash: c.TokenHash}), nil
+}
+
+// RevokeDevice revokes a device. Its open task stays until recovered.
+type RevokeDevice struct {
+	AdminReq
+	DeviceID string
+	Reason   string
+}
+
+// Decide revokes the device.
+func (c *RevokeDevice) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpRevokeDevice)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	d := x.State.Devices[c.DeviceID]
+	if d == nil {
+		return nil, ErrDeviceNotFound
+	}
+	if d.Status != projections.DeviceStatusActive {
+		return nil, ErrInvalidState
+	}
+	return c.decision(scope, projections.DeviceStream(d.ID), projections.EvDeviceRevoked,
+		&projections.DeviceRevoked{DeviceID: d.ID, Reason: c.Reason}), nil
+}
+
+// CreateTask creates a task, optionally authorized in the same command.
+type CreateTask struct {
+	AdminReq
+	Payload       string // canonical JSON
+	PayloadSHA256 string
+	AuthorizeTTL  time.Duration // 0: no authorization
+}
+
+// Decide creates the task.
+func (c *CreateTask) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpCreateTask)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	id := NewID()
+	body := &projections.TaskCreated{TaskID: id, Payload: c.Payload, PayloadSHA256: c.PayloadSHA256}
+	if c.AuthorizeTTL > 0 {
+		body.Authorization = &projections.AuthBody{ID: NewID(), Revision: 1, PayloadSHA256: c.PayloadSHA256,
+			ExpiresAt: x.Now + c.AuthorizeTTL.Milliseconds()}
+	}
+	return c.decision(scope, projections.TaskStream(id), projections.EvTaskCreated, body), nil
+}
+
+// amendable returns the task if an operator may amend/authorize it: PENDING,
+// or CLAIMED with an expired claim lease (the stale claim is closed).
+func amendable(x *Ctx, id string) (*projections.Task, *projections.ClosedClaim, uint64, error) {
+	t := x.State.Tasks[id]
+	if t == nil {
+		return nil, nil, 0, ErrTaskNotFound
+	}
+	switch {
+	case t.State == projections.StatePending:
+		return t, nil, t.Version, nil
+	case t.State == projections.StateClaimed && t.Claim != nil && x.Now >= t.Claim.LeaseExpiresAt:
+		return t, &projections.ClosedClaim{DeviceID: t.Claim.DeviceID, Generation: t.Claim.Generation}, t.Version + 1, nil
+	}
+	return nil, nil, 0, ErrInvalidState
+}
+
+// Amend replaces a task's payload.
+type Amend struct {
+	AdminReq
+	TaskID           string
+	ExpectedRevision uint64
+	Payload          string
+	PayloadSHA256    string
+}
+
+// Decide amends the task.
+func (c *Amend) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpAmend)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	t, closed, v, err := amendable(x, c.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Revision != c.ExpectedRevision {
+		return nil, ErrRevisionMismatch
+	}
+	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAmended, &projections.TaskAmended{
+		TaskID: t.ID, Revision: t.Revision + 1, Payload: c.Payload, PayloadSHA256: c.PayloadSHA256,
+		Version: v, Closed: closed}), nil
+}
+
+// SetReferenceImage sets a task's reference image (the blob is already
+// stored and fsynced).
+type SetReferenceImage struct {
+	AdminReq
+	TaskID string
+	SHA256 string
+	Size   int64
+}
+
+// Decide sets the image: an amendment.
+func (c *SetReferenceImage) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpSetReferenceImage)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	t, closed, v, err := amendable(x, c.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskReferenceImageSet, &projections.TaskReferenceImageSet{
+		TaskID: t.ID, Revision: t.Revision + 1, SHA256: c.SHA256, Size: c.Size, Version: v, Closed: closed}), nil
+}
+
+// Authorize authorizes a task's current revision.
+type Authorize struct {
+	AdminReq
+	TaskID           string
+	ExpectedRevision uint64
+	TTL              time.Duration
+}
+
+// Decide authorizes the task.
+func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpAuthorize)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	t, closed, v, err := amendable(x, c.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Revision != c.ExpectedRevision {
+		return nil, ErrRevisionMismatch
+	}
+	img := ""
+	if t.Image != nil {
+		img = t.Image.SHA256
+	}
+	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAuthorized, &projections.TaskAuthorized{
+		TaskID: t.ID, Version: v, Closed: closed, Authorization: projections.AuthBody{ID: NewID(), Revision: t.Revision,
+			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()}}), nil
+}
+
+// RevokeAuthorization makes a task's authorization ineligible.
+type RevokeAuthorization struct {
+	AdminReq
+	TaskID string
+	Reason string
+}
+
+// Decide revokes the authorization.
+func (c *RevokeAuthorization) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpRevokeAuthorization)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	t, closed, v, err := amendable(x, c.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Auth == nil || t.Auth.Status != projections.AuthActive {
+		return nil, ErrInvalidState
+	}
+	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAuthorizationRevoked, &projections.TaskAuthorizationRevoked{
+		TaskID: t.ID, AuthorizationID: t.Auth.ID, Reason: c.Reason, Version: v, Closed: closed}), nil
+}
+
+// Cancel cancels a task: at once when PENDING or CLAIMED, by request when
+// it is executing.
+type Cancel struct {
+	AdminReq
+	TaskID          string
+	Reason          string
+	ExpectedVersion *uint64
+}
+
+// Decide cancels the task.
+func (c *Cancel) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpCancel)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	t := x.State.Tasks[c.TaskID]
+	if t == nil {
+		return nil, ErrTaskNotFound
+	}
+	if t.Terminal() {
+		return nil, ErrInvalidState
+	}
+	if c.ExpectedVersion != nil && *c.ExpectedVersion != t.Version {
+		return nil, ErrVersionMismatch
+	}
+	stream := projections.TaskStream(t.ID)
+	if t.Started() {
+		return c.decision(scope, stream, projections.EvTaskCancelRequested,
+			&projections.TaskCancelRequested{TaskID: t.ID, Reason: c.Reason}), nil
+	}
+	return c.decision(scope, stream, projections.EvTaskCanceled, &projections.TaskCanceled{
+		TaskID: t.ID, By: "operator", Reason: c.Reason, Version: t.Version + 1}), nil
+}
+
+// Recover is an operator's decision about a task whose device went silent
+// or was revoked.
+type Recover struct {
+	AdminReq
+	TaskID          string
+	Decision        string // projections.RecoverFail or RecoverRequeue
+	Reason          string
+	ExpectedVersion uint64
+}
+
+// Decide recovers the task.
+func (c *Recover) Decide(x *Ctx) (*Decision, error) {
+	scope, dec, err := c.begin(x, OpRecover)
+	if dec != nil || err != nil {
+		return dec, err
+	}
+	t := x.State.Tasks[c.TaskID]
+	if t == nil {
+		return nil, ErrTaskNotFound
+	}
+	if !t.Open() || t.Claim == nil {
+		return nil, ErrInvalidState
+	}
+	if c.ExpectedVersion != t.Version {
+		return nil, ErrVersionMismatch
+	}
+	d := x.State.Devices[t.Claim.DeviceID]
+	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
+	if !revoked && (!t.Started() || x.Now < t.Exec.LeaseExpiresAt) {
+		return nil, ErrLeaseNotExpired
+	}
+	exec := ""
+	if t.Started() {
+		exec = t.Exec.ID
+	}
+	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskRecovered, &projections.TaskRecovered{
+		TaskID: t.ID, Decision: c.Decision, Reason: c.Reason, DeviceID: t.Claim.DeviceID,
+		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1}), nil
+}
+
+// AdvanceClock moves the manual test clock forward.
+type AdvanceClock struct {
+	Seconds int64
+}
+
+// Decide advances the clock: stored in the meta record with the batch.
+func (c *AdvanceClock) Decide(x *Ctx) (*Decision, error) {
+	next := x.Now + c.Seconds*1000
+	return &Decision{ManualClock: &next,
+		Answer: func(*projections.State) Result { return Result{Value: next} }}, nil
+}

@@ -1,0 +1,275 @@
+package commands
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// Principal is an authenticated device.
+type Principal struct {
+	DeviceID string
+	OwnerID  string
+}
+
+// Actor is the principal as stamped on events.
+func (p Principal) Actor() ledger.Actor {
+	return ledger.Actor{Kind: ledger.ActorDevice, ID: p.DeviceID, Owner: p.OwnerID}
+}
+
+// activeDevice is the first check of every device command: the device is
+// still ACTIVE at sequencing.
+func activeDevice(x *Ctx, p Principal) (*projections.Device, error) {
+	d := x.State.Devices[p.DeviceID]
+	if d == nil || d.Status != projections.DeviceStatusActive {
+		return nil, ErrDeviceRevoked
+	}
+	return d, nil
+}
+
+// RequiredChecks returns the readiness checks d must report true.
+func RequiredChecks(d *projections.Device, cfg *Config) []string {
+	if d.HasChecks {
+		return d.RequiredChecks
+	}
+	return cfg.RequiredChecks
+}
+
+// MissingChecks returns the required checks p does not report as true.
+func MissingChecks(required []string, p *projections.Presence) []string {
+	missing := []string{}
+	for _, c := range required {
+		if p == nil || !p.Checks[c] {
+			missing = append(missing, c)
+		}
+	}
+	return missing
+}
+
+// Ready reports whether the device may claim at now.
+func Ready(d *projections.Device, p *projections.Presence, now int64, cfg *Config) bool {
+	if p == nil || p.Restored || now >= p.ReceivedAt+cfg.PresenceTTL.Milliseconds() {
+		return false
+	}
+	return len(MissingChecks(RequiredChecks(d, cfg), p)) == 0
+}
+
+// PresenceReply is the answer to a presence heartbeat.
+type PresenceReply struct {
+	Claimable          bool
+	MissingChecks      []string
+	PresenceExpiresAt  int64
+	ActiveTaskID       string
+	ActiveTaskMismatch bool
+}
+
+// Presence is the presence heartbeat: soft state, not an event.
+type Presence struct {
+	Device   Principal
+	Presence projections.Presence
+}
+
+// PresenceKey is the soft-record key of a device's presence.
+func PresenceKey(deviceID string) string { return "presence/" + deviceID }
+
+// Decide records the heartbeat and answers readiness.
+func (c *Presence) Decide(x *Ctx) (*Decision, error) {
+	d, err := activeDevice(x, c.Device)
+	if err != nil {
+		return nil, err
+	}
+	p := c.Presence
+	p.ReceivedAt = x.Now
+	raw, err := ledger.Marshal(&p)
+	if err != nil {
+		return nil, err
+	}
+	open := ""
+	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID &&
+		(t.Started() || x.Now < t.Claim.LeaseExpiresAt) {
+		open = t.ID
+	}
+	reply := PresenceReply{
+		Claimable:          Ready(d, &p, x.Now, x.Cfg),
+		MissingChecks:      MissingChecks(RequiredChecks(d, x.Cfg), &p),
+		PresenceExpiresAt:  x.Now + x.Cfg.PresenceTTL.Milliseconds(),
+		ActiveTaskID:       open,
+		ActiveTaskMismatch: p.ActiveTaskID != open,
+	}
+	return &Decision{
+		Soft:   []ledger.SoftRecord{{Key: PresenceKey(d.ID), Value: raw}},
+		Effect: func(s *projections.State) { s.Presence[d.ID] = &p },
+		Answer: func(*projections.State) Result { return Result{Value: reply} },
+	}, nil
+}
+
+// ClaimNext asks for the oldest claimable task.
+type ClaimNext struct {
+	Device      Principal
+	Key         string
+	Fingerprint []byte
+	SessionID   string
+	// TokenHash is the SHA-256 (hex) of a client-issued X-Claim-Token, or
+	// "" when the request carried none (server-issued).
+	TokenHash string
+}
+
+// OpClaimNext is the idempotency operation of claim-next.
+const OpClaimNext = "claim-next"
+
+// SoftIdemKey is the soft-record key of a recorded "no task" outcome.
+func SoftIdemKey(scope, key string) string { return "idem/" + projections.IdemID(scope, key) }
+
+// Decide implements the claim decision of domain.md, in api.md's order.
+func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
+	d, err := activeDevice(x, c.Device)
+	if err != nil {
+		return nil, err
+	}
+	actor := c.Device.Actor()
+	scope := Scope(actor, OpClaimNext)
+	if dec, err := lookupIdem(x, scope, c.Key, c.Fingerprint, func(r *projections.IdemRecord) error {
+		if r.Status != http.StatusOK {
+			return nil // 204 and claim_requires_manual replay as recorded
+		}
+		t := x.State.Tasks[r.TaskID]
+		if t == nil || !t.Open() || t.Claim == nil || t.Claim.DeviceID != d.ID || t.Claim.Generation != r.Reply.Generation {
+			return ErrClaimReplayExpired
+		}
+		return nil
+	}); dec != nil || err != nil {
+		return dec, err
+	}
+	id := idem(scope, c.Key, c.Fingerprint)
+
+	// The device's open task: resume it or refuse.
+	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID &&
+		(t.Started() || x.Now < t.Claim.LeaseExpiresAt) {
+		if t.Started() || t.Claim.SessionID != c.SessionID {
+			return &Decision{
+				Events: []Draft{{Stream: projections.DeviceStream(d.ID), Type: projections.EvDeviceClaimRequiresManual,
+					Actor: actor, Idem: id, Body: &projections.DeviceClaimRequiresManual{DeviceID: d.ID, SessionID: c.SessionID, TaskID: t.ID}}},
+				Answer: recorded(scope, c.Key),
+			}, nil
+		}
+		want := ""
+		if t.Claim.TokenOrigin == projections.TokenClient {
+			want = t.Claim.TokenHash
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(c.TokenHash)) != 1 {
+			return nil, ErrClaimTokenMismatch
+		}
+		return &Decision{
+			Events: []Draft{{Stream: projections.TaskStream(t.ID), Type: projections.EvTaskClaimResumed, Actor: actor, Idem: id,
+				Body: &projections.TaskClaimResumed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID,
+					Generation: t.Claim.Generation, LeaseExpiresAt: t.Claim.LeaseExpiresAt}}},
+			Answer: recorded(scope, c.Key),
+		}, nil
+	}
+
+	p := x.State.Presence[d.ID]
+	if !Ready(d, p, x.Now, x.Cfg) {
+		return nil, ErrDeviceNotReady
+	}
+
+	// Selection: the device's own expired claim first, then the oldest.
+	var t *projections.Task
+	if own := x.State.Tasks[d.OpenTask]; own != nil && own.State == projections.StateClaimed && own.Claim != nil &&
+		own.Claim.DeviceID == d.ID && own.Claimable(x.Now) {
+		t = own
+	} else {
+		t = x.State.NextClaimable(x.Now)
+	}
+	if t == nil {
+		rec := &projections.IdemRecord{Scope: scope, Key: c.Key, Fingerprint: c.Fingerprint, At: x.Now,
+			Status: http.StatusNoContent, DeviceID: d.ID}
+		raw, err := ledger.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		return &Decision{
+			Soft:   []ledger.SoftRecord{{Key: SoftIdemKey(scope, c.Key), Value: raw}},
+			Effect: func(s *projections.State) { s.Idem.PutSoft(rec) },
+			Answer: func(*projections.State) Result { return Result{Record: rec} },
+		}, nil
+	}
+
+	gen := t.Generation + 1
+	body := &projections.TaskClaimed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID, Generation: gen,
+		Version: t.Version + 1, AuthorizationID: t.Auth.ID, AuthorizationExpiresAt: t.Auth.ExpiresAt,
+		LeaseExpiresAt: min(x.Now+x.Cfg.ClaimLease.Milliseconds(), t.Auth.ExpiresAt)}
+	if t.Claim != nil && t.Claim.DeviceID != d.ID {
+		body.PreviousDeviceID = t.Claim.DeviceID
+	}
+	if c.TokenHash != "" {
+		body.TokenOrigin, body.TokenHash = projections.TokenClient, c.TokenHash
+	} else {
+		if x.Cfg.ClaimSecret == nil {
+			return nil, ErrClaimTokenRequired
+		}
+		var nonce [32]byte
+		if _, err := rand.Read(nonce[:]); err != nil {
+			return nil, err
+		}
+		body.TokenOrigin, body.Nonce = projections.TokenServer, hex.EncodeToString(nonce[:])
+		body.TokenHash = HashToken(ServerToken(x.Cfg.ClaimSecret, d.ID, t.ID, t.Auth.ID, gen, body.Nonce))
+	}
+	if p != nil {
+		body.Presence = &projections.PresenceSnapshot{ReceivedAt: p.ReceivedAt, AppVersion: p.AppVersion,
+			OSVersion: p.OSVersion, TargetAppVersion: p.TargetAppVersion, Checks: p.Checks,
+			RequiredChecks: RequiredChecks(d, x.Cfg)}
+	}
+	dec := &Decision{
+		Events: []Draft{{Stream: projections.TaskStream(t.ID), Type: projections.EvTaskClaimed, Actor: actor, Idem: id, Body: body}},
+		Answer: recorded(scope, c.Key),
+	}
+	if body.TokenOrigin == projections.TokenServer && x.State.ServerClaims == 0 {
+		dec.SecretCheck = SecretCheck(x.Cfg.ClaimSecret)
+	}
+	return dec, nil
+}
+
+// HashToken is the SHA-256 (hex) under which a token is stored.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// ServerToken computes a server-issued claim token: HMAC-SHA256 over the
+// domain-separated, length-prefixed device, task, authorization, generation
+// and nonce, as 64 lowercase hex characters.
+func ServerToken(secret []byte, device, task, auth string, gen uint64, nonce string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("taskledger/claim-token/v1"))
+	for _, f := range []string{device, task, auth} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		m.Write(n[:])
+		m.Write([]byte(f))
+	}
+	var g [8]byte
+	binary.BigEndian.PutUint64(g[:], gen)
+	m.Write(g[:])
+	nb, _ := hex.DecodeString(nonce)
+	m.Write(nb)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// SecretCheck is the key-check value of a claim-token secret.
+func SecretCheck(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("taskledger/secret-check/v1"))
+	return m.Sum(nil)
+}
+
+// NewID returns a new canonical UUIDv4.
+func NewID() string { return uuid.NewString() }

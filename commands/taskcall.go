@@ -1,0 +1,209 @@
+package commands
+
+import (
+	"crypto/subtle"
+	"net/http"
+
+	"taskledger/projections"
+)
+
+// Task-scoped device operations (the idempotency operation names).
+const (
+	OpRenew             = "renew"
+	OpRelease           = "release"
+	OpStart             = "start"
+	OpHeartbeat         = "heartbeat"
+	OpAwaitConfirmation = "await-confirmation"
+	OpResume            = "resume"
+	OpComplete          = "complete"
+	OpFail              = "fail"
+	OpCancelAck         = "cancel-ack"
+	OpEvidence          = "evidence"
+)
+
+// TaskOps lists every task-scoped device operation.
+func TaskOps() []string {
+	return []string{OpRenew, OpRelease, OpStart, OpHeartbeat, OpAwaitConfirmation, OpResume,
+		OpComplete, OpFail, OpCancelAck, OpEvidence}
+}
+
+// allowedIn is the state machine for device operations.
+var allowedIn = map[string][]string{
+	OpRenew:             {projections.StateClaimed},
+	OpRelease:           {projections.StateClaimed},
+	OpStart:             {projections.StateClaimed},
+	OpHeartbeat:         {projections.StateRunning, projections.StateWaitingConfirmation},
+	OpAwaitConfirmation: {projections.StateRunning},
+	OpResume:            {projections.StateWaitingConfirmation},
+	OpComplete:          {projections.StateRunning, projections.StateWaitingConfirmation},
+	OpFail:              {projections.StateRunning, projections.StateWaitingConfirmation},
+	OpCancelAck:         {projections.StateRunning, projections.StateWaitingConfirmation},
+	OpEvidence:          {projections.StateRunning, projections.StateWaitingConfirmation},
+}
+
+// usesExecution: operations whose body names the execution.
+var usesExecution = map[string]bool{
+	OpHeartbeat: true, OpAwaitConfirmation: true, OpResume: true, OpComplete: true,
+	OpFail: true, OpCancelAck: true, OpEvidence: true,
+}
+
+// usesVersion: operations whose body carries expected_version.
+var usesVersion = map[string]bool{
+	OpRelease: true, OpStart: true, OpAwaitConfirmation: true, OpResume: true,
+	OpComplete: true, OpFail: true, OpCancelAck: true,
+}
+
+// TaskCall is one task-scoped device call.
+type TaskCall struct {
+	Op          string
+	Device      Principal
+	TaskID      string
+	Key         string
+	Fingerprint []byte
+	TokenHash   string // SHA-256 (hex) of X-Claim-Token
+	Generation  uint64
+	ExecutionID string
+	Version     uint64 // expected_version
+	SessionID   string // renew
+	ExpectedAt  int64  // renew: expected_lease_expires_at (ms)
+	Step        string // heartbeat
+	ClientTime  *int64 // heartbeat
+	Reason      string // await-confirmation
+	Result      string // complete: canonical JSON object
+	ReasonCode  string // fail
+	Detail      string // fail
+	Evidence    *projections.Evidence
+}
+
+// replayCheck decides whether a recorded outcome may still be answered:
+// commands that end a claim or execution always replay; the others only
+// while their claim or execution is current and its lease valid.
+func (c *TaskCall) replayCheck(x *Ctx) func(r *projections.IdemRecord) error {
+	return func(r *projections.IdemRecord) error {
+		if r.Status != http.StatusOK || r.Reply == nil {
+			return nil
+		}
+		t := x.State.Tasks[r.TaskID]
+		switch c.Op {
+		case OpRelease, OpComplete, OpFail, OpCancelAck, OpEvidence:
+			return nil
+		case OpRenew:
+			if t == nil || t.State != projections.StateClaimed || t.Claim == nil ||
+				t.Claim.Generation != r.Reply.Generation || x.Now >= t.Claim.LeaseExpiresAt {
+				return ErrClaimReplayExpired
+			}
+		default: // start, heartbeat, await-confirmation, resume
+			if t == nil || !t.Started() || t.Claim == nil || t.Claim.Generation != r.Reply.Generation ||
+				t.Exec == nil || t.Exec.ID != r.Reply.ExecutionID || t.Exec.Ended || x.Now >= t.Exec.LeaseExpiresAt {
+				return ErrClaimReplayExpired
+			}
+		}
+		return nil
+	}
+}
+
+// Decide checks a task-scoped call in api.md's order and emits its event.
+func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
+	d, err := activeDevice(x, c.Device)
+	if err != nil {
+		return nil, err
+	}
+	actor := c.Device.Actor()
+	scope := Scope(actor, c.Op)
+	if dec, err := lookupIdem(x, scope, c.Key, c.Fingerprint, c.replayCheck(x)); dec != nil || err != nil {
+		return dec, err
+	}
+	t := x.State.Tasks[c.TaskID]
+	if t == nil || !t.Open() || t.Claim == nil || t.Claim.DeviceID != d.ID {
+		return nil, ErrClaimNotFound
+	}
+	if subtle.ConstantTimeCompare([]byte(t.Claim.TokenHash), []byte(c.TokenHash)) != 1 {
+		return nil, ErrClaimTokenMismatch
+	}
+	if c.Generation != t.Claim.Generation {
+		return nil, ErrClaimGenerationMismatch
+	}
+	id := idem(scope, c.Key, c.Fingerprint)
+	stream := projections.TaskStream(t.ID)
+	draft := func(typ string, body any) *Decision {
+		return &Decision{Events: []Draft{{Stream: stream, Type: typ, Actor: actor, Idem: id, Body: body}},
+			Answer: recorded(scope, c.Key)}
+	}
+	leaseEnd := t.Claim.LeaseExpiresAt
+	if t.Started() {
+		leaseEnd = t.Exec.LeaseExpiresAt
+	}
+	if x.Now >= leaseEnd {
+		if (c.Op == OpComplete || c.Op == OpFail) && t.Started() && t.Exec.ID == c.ExecutionID {
+			return draft(projections.EvTaskLateReport, &projections.TaskLateReport{TaskID: t.ID, DeviceID: d.ID,
+				Generation: t.Claim.Generation, ExecutionID: c.ExecutionID, Outcome: c.Op, Result: c.Result,
+				ReasonCode: c.ReasonCode, Detail: c.Detail}), nil
+		}
+		return nil, ErrLeaseExpired
+	}
+	allowed := false
+	for _, st := range allowedIn[c.Op] {
+		allowed = allowed || t.State == st
+	}
+	if !allowed {
+		return nil, ErrInvalidState
+	}
+	if usesExecution[c.Op] && (t.Exec == nil || t.Exec.ID != c.ExecutionID) {
+		return nil, ErrExecutionMismatch
+	}
+	if c.Op == OpRenew && c.SessionID != t.Claim.SessionID {
+		return nil, ErrSessionMismatch
+	}
+	if usesVersion[c.Op] && c.Version != t.Version {
+		return nil, ErrVersionMismatch
+	}
+	if c.Op == OpRenew && c.ExpectedAt != t.Claim.LeaseExpiresAt {
+		return nil, ErrLeaseExpectationMismatch
+	}
+	if c.Op == OpCancelAck && !t.CancelRequested {
+		return nil, ErrCancelNotRequested
+	}
+
+	g, ex, v := t.Claim.Generation, c.ExecutionID, t.Version+1
+	switch c.Op {
+	case OpRenew:
+		return draft(projections.EvTaskClaimRenewed, &projections.TaskClaimRenewed{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, PreviousExpiresAt: t.Claim.LeaseExpiresAt,
+			LeaseExpiresAt: min(x.Now+x.Cfg.ClaimLease.Milliseconds(), t.Claim.AuthorizationExpiresAt)}), nil
+	case OpRelease:
+		return draft(projections.EvTaskReleased, &projections.TaskReleased{TaskID: t.ID, DeviceID: d.ID, Generation: g, Version: v}), nil
+	case OpStart:
+		if t.Auth == nil || t.Auth.ID != t.Claim.AuthorizationID || t.Auth.Status != projections.AuthActive || !t.Eligible(x.Now) {
+			// The authorization the claim relied on was consumed, revoked or
+			// outlived: the claim cannot start (one authorization, one execution).
+			return nil, ErrInvalidState
+		}
+		return draft(projections.EvTaskStarted, &projections.TaskStarted{TaskID: t.ID, DeviceID: d.ID, Generation: g,
+			ExecutionID: NewID(), AuthorizationID: t.Auth.ID,
+			LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Version: v}), nil
+	case OpHeartbeat:
+		return draft(projections.EvTaskHeartbeat, &projections.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID, Generation: g,
+			ExecutionID: ex, LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Step: c.Step, ClientTime: c.ClientTime}), nil
+	case OpAwaitConfirmation:
+		return draft(projections.EvTaskAwaitingConfirmation, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason}), nil
+	case OpResume:
+		return draft(projections.EvTaskResumed, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v}), nil
+	case OpComplete:
+		return draft(projections.EvTaskCompleted, &projections.TaskCompleted{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, Result: c.Result}), nil
+	case OpFail:
+		return draft(projections.EvTaskFailed, &projections.TaskFailed{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, ReasonCode: c.ReasonCode, Detail: c.Detail}), nil
+	case OpCancelAck:
+		return draft(projections.EvTaskCanceled, &projections.TaskCanceled{TaskID: t.ID, By: projections.ActorDeviceCancel,
+			Reason: t.CancelReason, DeviceID: d.ID, Generation: g, ExecutionID: ex, Version: v}), nil
+	case OpEvidence:
+		ev := c.Evidence
+		return draft(projections.EvTaskEvidenceAttached, &projections.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, EvidenceID: NewID(), SHA256: ev.SHA256, Size: ev.Size, Kind: ev.Kind,
+			CapturedAt: ev.CapturedAt}), nil
+	}
+	return nil, ErrInternal
+}

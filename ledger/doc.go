@@ -1,0 +1,36 @@
+// Package ledger is taskledger's append-only event log.
+//
+// # File format
+//
+// One bbolt file (taskledger.db) holds these buckets:
+//
+//	events     key: big-endian uint64 seq; value: msgpack Event envelope
+//	           (fill percent 1.0: keys only ever grow)
+//	streams    key: stream name, 0x00, big-endian uint64 stream version;
+//	           value: big-endian uint64 seq (reads by stream)
+//	meta       "format" → format version; "head" → msgpack Head;
+//	           "manual_clock" → msgpack ManualClock;
+//	           "secret_check" → key-check value of the claim-token secret
+//	admin      key: admin token name; value: SHA-256 of the token
+//	soft       key: soft-record kind + "/" + id; value: opaque msgpack
+//	           (device presence, recorded "no task" outcomes). Soft
+//	           records are outside the hash chain and never replayed.
+//
+// # Envelope and hash chain
+//
+// An Event is encoded with msgpack (struct fields in declaration order,
+// compact integers, sorted map keys). Its hash is
+//
+//	SHA-256( prev_hash || msgpack(event with Hash = nil) )
+//
+// and prev_hash is the hash of the event before it (32 zero bytes for
+// seq 1). The body is a msgpack document of its own, kept as raw bytes in
+// the envelope, so the envelope hashes exactly what was written.
+//
+// # Writing
+//
+// Only the sequencer writes. Append takes a Batch that names the head it
+// was decided against; the batch's events must continue that head densely
+// and chain from its hash, otherwise nothing is written. The whole batch is
+// one bbolt transaction: one fsync.
+package ledger

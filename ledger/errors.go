@@ -1,0 +1,22 @@
+package ledger
+
+import "errors"
+
+var (
+	// ErrHeadMoved is returned by Append when the batch was decided against a
+	// head that is no longer the log's head.
+	ErrHeadMoved = errors.New("ledger: expected sequence does not match")
+	// ErrBadBatch is returned by Append when the batch's events do not
+	// continue the expected head densely or do not chain from its hash.
+	ErrBadBatch = errors.New("ledger: batch does not continue the head")
+	// ErrInUse is returned by Open when another process holds the ledger.
+	ErrInUse = errors.New("ledger: the ledger is in use by another process (stop the server first)")
+	// ErrNotFound is returned when an event, stream or record does not exist.
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrCorrupt is returned when stored bytes cannot be decoded.
+	ErrCorrupt = errors.New("ledger: stored data is corrupt")
+	// ErrFormat is returned by Open for a file of another format version.
+	ErrFormat = errors.New("ledger: unsupported ledger format")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("ledger: closed")
+)

@@ -1,0 +1,424 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// FormatVersion is the version of the file layout described in doc.go.
+const FormatVersion = 1
+
+// FileName is the log's file name inside the data directory.
+const FileName = "taskledger.db"
+
+var (
+	bucketEvents  = []byte("events")
+	bucketStreams = []byte("streams")
+	bucketMeta    = []byte("meta")
+	bucketAdmin   = []byte("admin")
+	bucketSoft    = []byte("soft")
+
+	keyFormat      = []byte("format")
+	keyHead        = []byte("head")
+	keyManualClock = []byte("manual_clock")
+	keySecretCheck = []byte("secret_check")
+)
+
+// Options configure Open.
+type Options struct {
+	// ReadOnly opens the log for reading only (shared lock).
+	ReadOnly bool
+	// NoSync turns fsync off. Only benchmarks that say so use it.
+	NoSync bool
+	// LockTimeout bounds the wait for the file lock (default 100ms).
+	LockTimeout time.Duration
+}
+
+// Store is the bbolt-backed log.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// ManualClock is the persisted state of the manual test clock.
+type ManualClock struct {
+	Enabled bool  `msgpack:"enabled"` // the ledger was ever served with --clock=manual
+	Now     int64 `msgpack:"now"`     // the manual clock's current value, Unix ms
+}
+
+// SoftRecord is a write to the soft bucket (outside the hash chain).
+type SoftRecord struct {
+	Key   string
+	Value []byte // nil deletes
+}
+
+// Batch is what one Append writes in one transaction.
+type Batch struct {
+	Expected    Head     // the head the batch was decided against
+	Events      []*Event // sealed events continuing Expected
+	Soft        []SoftRecord
+	ManualClock *ManualClock // when set, replaces the stored manual clock
+	SecretCheck []byte       // when set, stored as the key-check value
+}
+
+// Open opens (creating if needed) the log in dir.
+func Open(dir string, opt Options) (*Store, error) {
+	if !opt.ReadOnly {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("ledger: create data directory: %w", err)
+		}
+	}
+	path := filepath.Join(dir, FileName)
+	if opt.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("ledger: no ledger in %s: %w", dir, ErrNotFound)
+		}
+	}
+	timeout := opt.LockTimeout
+	if timeout == 0 {
+		timeout = 100 * time.Millisecond
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        timeout,
+		ReadOnly:       opt.ReadOnly,
+		NoSync:         opt.NoSync,
+		NoFreelistSync: false,
+	})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, ErrInUse
+		}
+		return nil, fmt.Errorf("ledger: open %s: %w", FileName, err)
+	}
+	s := &Store{db: db, path: path}
+	if opt.ReadOnly {
+		if err := s.checkFormat(); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	initialized := false
+	_ = db.View(func(tx *bolt.Tx) error {
+		initialized = true
+		for _, b := range [][]byte{bucketEvents, bucketStreams, bucketMeta, bucketAdmin, bucketSoft} {
+			initialized = initialized && tx.Bucket(b) != nil
+		}
+		return nil
+	})
+	if !initialized { // write only to a new file: opening an existing ledger changes no byte
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bucketEvents, bucketStreams, bucketMeta, bucketAdmin, bucketSoft} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			meta := tx.Bucket(bucketMeta)
+			if meta.Get(keyFormat) == nil {
+				if err := meta.Put(keyFormat, u64(FormatVersion)); err != nil {
+					return err
+				}
+				hb, err := Marshal(GenesisHead())
+				if err != nil {
+					return err
+				}
+				return meta.Put(keyHead, hb)
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = s.checkFormat()
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) checkFormat() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return fmt.Errorf("%w: no meta bucket", ErrFormat)
+		}
+		v := meta.Get(keyFormat)
+		if len(v) != 8 || binary.BigEndian.Uint64(v) != FormatVersion {
+			return fmt.Errorf("%w: want version %d", ErrFormat, FormatVersion)
+		}
+		return nil
+	})
+}
+
+// Exists reports whether dir holds a ledger file.
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, FileName))
+	return err == nil
+}
+
+// Path is the file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file and releases the lock.
+func (s *Store) Close() error { return s.db.Close() }
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func streamKey(stream string, version uint64) []byte {
+	k := make([]byte, 0, len(stream)+9)
+	k = append(k, stream...)
+	k = append(k, 0)
+	return append(k, u64(version)...)
+}
+
+// Head returns the committed head.
+func (s *Store) Head() (Head, error) {
+	var h Head
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		h, err = readHead(tx)
+		return err
+	})
+	return h, err
+}
+
+func readHead(tx *bolt.Tx) (Head, error) {
+	var h Head
+	v := tx.Bucket(bucketMeta).Get(keyHead)
+	if v == nil {
+		return h, fmt.Errorf("%w: no head", ErrCorrupt)
+	}
+	if err := Unmarshal(v, &h); err != nil {
+		return h, fmt.Errorf("%w: head: %v", ErrCorrupt, err)
+	}
+	return h, nil
+}
+
+// Append writes a batch in one transaction (one fsync). It refuses a batch
+// decided against another head, or whose events do not continue it.
+func (s *Store) Append(b *Batch) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		head, err := readHead(tx)
+		if err != nil {
+			return err
+		}
+		if head.Seq != b.Expected.Seq || !bytes.Equal(head.Hash, b.Expected.Hash) {
+			return fmt.Errorf("%w: head is %d, batch expects %d", ErrHeadMoved, head.Seq, b.Expected.Seq)
+		}
+		events := tx.Bucket(bucketEvents)
+		events.FillPercent = 1.0
+		streams := tx.Bucket(bucketStreams)
+		for _, e := range b.Events {
+			if e.Seq != head.Seq+1 || !bytes.Equal(e.PrevHash, head.Hash) {
+				return fmt.Errorf("%w: event seq %d after head %d", ErrBadBatch, e.Seq, head.Seq)
+			}
+			v, err := Marshal(e)
+			if err != nil {
+				return fmt.Errorf("ledger: encode seq %d: %w", e.Seq, err)
+			}
+			if err := events.Put(u64(e.Seq), v); err != nil {
+				return err
+			}
+			if err := streams.Put(streamKey(e.Stream, e.StreamVersion), u64(e.Seq)); err != nil {
+				return err
+			}
+			head = Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if len(b.Events) > 0 {
+			hb, err := Marshal(head)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyHead, hb); err != nil {
+				return err
+			}
+		}
+		if b.ManualClock != nil {
+			mb, err := Marshal(b.ManualClock)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyManualClock, mb); err != nil {
+				return err
+			}
+		}
+		if b.SecretCheck != nil {
+			if err := meta.Put(keySecretCheck, b.SecretCheck); err != nil {
+				return err
+			}
+		}
+		soft := tx.Bucket(bucketSoft)
+		for _, r := range b.Soft {
+			var err error
+			if r.Value == nil {
+				err = soft.Delete([]byte(r.Key))
+			} else {
+				err = soft.Put([]byte(r.Key), r.Value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Range calls fn for every committed event with seq > after, in order,
+// until fn returns an error (returned) or ErrStop (ends quietly).
+func (s *Store) Range(after uint64, fn func(*Event) error) error {
+	return s.RangeRaw(after, func(seq uint64, raw []byte) error {
+		e, err := DecodeEvent(raw)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", seq, err)
+		}
+		return fn(&e)
+	})
+}
+
+// ErrStop ends a Range early without an error.
+var ErrStop = errors.New("ledger: stop")
+
+// RangeRaw calls fn with the stored bytes of every event with seq > after.
+// The bytes are only valid during the call.
+func (s *Store) RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: key of length %d", ErrCorrupt, len(k))
+			}
+			if err := fn(binary.BigEndian.Uint64(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+// Stream calls fn for every event of stream, in stream order.
+func (s *Store) Stream(stream string, fn func(*Event) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		c := tx.Bucket(bucketStreams).Cursor()
+		prefix := append([]byte(stream), 0)
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
+			raw := events.Get(v)
+			if raw == nil {
+				return fmt.Errorf("%w: stream %s points at missing seq %d", ErrCorrupt, stream, binary.BigEndian.Uint64(v))
+			}
+			e, err := DecodeEvent(raw)
+			if err != nil {
+				return err
+			}
+			if err := fn(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+// ManualClock returns the stored manual clock state (zero if none).
+func (s *Store) ManualClock() (ManualClock, error) {
+	var mc ManualClock
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(keyManualClock)
+		if v == nil {
+			return nil
+		}
+		return Unmarshal(v, &mc)
+	})
+	return mc, err
+}
+
+// SecretCheck returns the stored key-check value of the claim-token secret.
+func (s *Store) SecretCheck() ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		out = append([]byte(nil), tx.Bucket(bucketMeta).Get(keySecretCheck)...)
+		return nil
+	})
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
+}
+
+// SoftRecords calls fn for every soft record whose key starts with prefix.
+func (s *Store) SoftRecords(prefix string, fn func(key string, value []byte) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSoft).Cursor()
+		p := []byte(prefix)
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			if err := fn(string(k), append([]byte(nil), v...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutAdminToken stores (or replaces) an admin token's hash under name.
+func (s *Store) PutAdminToken(name string, hash []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAdmin).Put([]byte(name), hash)
+	})
+}
+
+// DeleteAdminToken removes an admin token; ErrNotFound if there is none.
+func (s *Store) DeleteAdminToken(name string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAdmin)
+		if b.Get([]byte(name)) == nil {
+			return ErrNotFound
+		}
+		return b.Delete([]byte(name))
+	})
+}
+
+// AdminTokens returns every admin token name with its hash.
+func (s *Store) AdminTokens() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAdmin).ForEach(func(k, v []byte) error {
+			out[string(k)] = append([]byte(nil), v...)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Check runs bbolt's own consistency check.
+func (s *Store) Check() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		var first error
+		for err := range tx.Check() { // drain: the checker goroutine must finish
+			if first == nil {
+				first = fmt.Errorf("ledger: bbolt check: %w", err)
+			}
+		}
+		return first
+	})
+}

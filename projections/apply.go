@@ -1,0 +1,672 @@
+package projections
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"taskledger/ledger"
+)
+
+// Apply folds one committed (or sequenced) event into the projections. It is
+// a pure function of the event and the state: time comes only from the
+// event. An event the state machine does not allow is refused with an
+// *ApplyError wrapping ErrInvariant, and the state is left unchanged where
+// the check comes before any change (every check does).
+func (s *State) Apply(e *ledger.Event) error {
+	if e.Seq != s.Head.Seq+1 {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: violation("seq %d does not follow %d", e.Seq, s.Head.Seq)}
+	}
+	if !bytes.Equal(e.PrevHash, s.Head.Hash) {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: violation("prev_hash does not chain")}
+	}
+	if e.At < s.Head.At {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: violation("time %d goes back from %d", e.At, s.Head.At)}
+	}
+	body, err := DecodeBody(e.Type, e.Schema, e.Body)
+	if err != nil {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	if err := s.apply(e, body); err != nil {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	s.Head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+	if s.cfg.IdempotencyRetentionMs > 0 {
+		s.Idem.expire(e.At, s.cfg.IdempotencyRetentionMs)
+	}
+	return nil
+}
+
+func (s *State) task(e *ledger.Event, id string) (*Task, error) {
+	t := s.Tasks[id]
+	if t == nil {
+		return nil, violation("no task %s", id)
+	}
+	if e.Stream != TaskStream(id) || e.StreamVersion != t.StreamVersion+1 {
+		return nil, violation("stream %s/%d does not continue task %s at %d", e.Stream, e.StreamVersion, id, t.StreamVersion)
+	}
+	return t, nil
+}
+
+func (s *State) device(e *ledger.Event, id string) (*Device, error) {
+	d := s.Devices[id]
+	if d == nil {
+		return nil, violation("no device %s", id)
+	}
+	if e.Stream != DeviceStream(id) || e.StreamVersion != d.StreamVersion+1 {
+		return nil, violation("stream %s/%d does not continue device %s at %d", e.Stream, e.StreamVersion, id, d.StreamVersion)
+	}
+	return d, nil
+}
+
+func checkVersion(t *Task, v uint64) error {
+	if v != t.Version+1 {
+		return violation("task %s version %d after %d", t.ID, v, t.Version)
+	}
+	return nil
+}
+
+// holder checks that the event's device owns t's open claim with generation
+// g and (when exec is set) the un-ended execution exec.
+func holder(t *Task, device string, g uint64, exec string, states ...string) error {
+	ok := false
+	for _, st := range states {
+		ok = ok || t.State == st
+	}
+	if !ok {
+		return violation("task %s is %s", t.ID, t.State)
+	}
+	if t.Claim == nil || t.Claim.DeviceID != device || t.Claim.Generation != g {
+		return violation("task %s is not held by %s at generation %d", t.ID, device, g)
+	}
+	if exec != "" && (t.Exec == nil || t.Exec.ID != exec || t.Exec.Ended) {
+		return violation("task %s execution is not %s", t.ID, exec)
+	}
+	return nil
+}
+
+// closeStaleClaim handles an operator command on a CLAIMED task whose claim
+// lease expired: the claim closes and the task is PENDING again.
+func (s *State) closeStaleClaim(t *Task, c *ClosedClaim, version uint64, at int64) error {
+	if c == nil {
+		if t.State != StatePending {
+			return violation("task %s is %s", t.ID, t.State)
+		}
+		if version != t.Version {
+			return violation("task %s version %d, want %d", t.ID, version, t.Version)
+		}
+		return nil
+	}
+	if t.State != StateClaimed || t.Claim == nil || t.Claim.DeviceID != c.DeviceID || t.Claim.Generation != c.Generation {
+		return violation("task %s has no claim %s/%d to close", t.ID, c.DeviceID, c.Generation)
+	}
+	if at < t.Claim.LeaseExpiresAt {
+		return violation("task %s claim lease has not expired", t.ID)
+	}
+	if err := checkVersion(t, version); err != nil {
+		return err
+	}
+	s.releaseDevice(t)
+	t.Claim = nil
+	t.State = StatePending
+	t.Version = version
+	return nil
+}
+
+// releaseDevice forgets t as its holder's open task.
+func (s *State) releaseDevice(t *Task) {
+	if t.Claim == nil {
+		return
+	}
+	if d := s.Devices[t.Claim.DeviceID]; d != nil && d.OpenTask == t.ID {
+		d.OpenTask = ""
+	}
+}
+
+func (s *State) apply(e *ledger.Event, body any) error {
+	switch b := body.(type) {
+	case *TaskCreated:
+		if _, dup := s.Tasks[b.TaskID]; dup {
+			return violation("task %s exists", b.TaskID)
+		}
+		if e.Stream != TaskStream(b.TaskID) || e.StreamVersion != 1 {
+			return violation("task.created on stream %s/%d", e.Stream, e.StreamVersion)
+		}
+		t := &Task{ID: b.TaskID, CreateSeq: e.Seq, CreatedAt: e.At, State: StatePending,
+			Version: 1, Revision: 1, Payload: b.Payload, PayloadSHA256: b.PayloadSHA256}
+		if b.Authorization != nil {
+			t.Auth = &Authorization{AuthBody: *b.Authorization, Status: AuthActive, CreatedAt: e.At}
+		}
+		s.Tasks[t.ID] = t
+		s.taskOrder = append(s.taskOrder, t.ID)
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusCreated)
+		return nil
+
+	case *TaskAmended:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if b.Revision != t.Revision+1 {
+			return violation("task %s revision %d after %d", t.ID, b.Revision, t.Revision)
+		}
+		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
+			return err
+		}
+		t.Revision, t.Payload, t.PayloadSHA256 = b.Revision, b.Payload, b.PayloadSHA256
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusOK)
+		return nil
+
+	case *TaskReferenceImageSet:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if b.Revision != t.Revision+1 {
+			return violation("task %s revision %d after %d", t.ID, b.Revision, t.Revision)
+		}
+		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
+			return err
+		}
+		t.Revision = b.Revision
+		t.Image = &Blob{SHA256: b.SHA256, Size: b.Size}
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusOK)
+		return nil
+
+	case *TaskAuthorized:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
+			return err
+		}
+		t.Auth = &Authorization{AuthBody: b.Authorization, Status: AuthActive, CreatedAt: e.At}
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusOK)
+		return nil
+
+	case *TaskAuthorizationRevoked:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if t.Auth == nil || t.Auth.ID != b.AuthorizationID || t.Auth.Status != AuthActive {
+			return violation("task %s has no active authorization %s", t.ID, b.AuthorizationID)
+		}
+		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
+			return err
+		}
+		t.Auth.Status = AuthRevoked
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusOK)
+		return nil
+
+	case *TaskClaimed:
+		return s.applyClaimed(e, b)
+
+	case *TaskClaimResumed:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
+			return err
+		}
+		if e.At >= t.Claim.LeaseExpiresAt || t.Claim.SessionID != b.SessionID || t.Claim.LeaseExpiresAt != b.LeaseExpiresAt {
+			return violation("task %s claim cannot be resumed", t.ID)
+		}
+		s.touchStream(t, e)
+		s.record(e, t, claimReply(t, e.At), http.StatusOK)
+		return nil
+
+	case *TaskClaimRenewed:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
+			return err
+		}
+		if e.At >= t.Claim.LeaseExpiresAt || t.Claim.LeaseExpiresAt != b.PreviousExpiresAt {
+			return violation("task %s claim lease expired or moved before renew", t.ID)
+		}
+		if b.LeaseExpiresAt > t.Claim.AuthorizationExpiresAt {
+			return violation("task %s claim lease outlives its authorization", t.ID)
+		}
+		t.Claim.LeaseExpiresAt = b.LeaseExpiresAt
+		s.reindex(t)
+		s.touchStream(t, e)
+		s.record(e, t, taskReply(t, e.At), http.StatusOK)
+		return nil
+
+	case *TaskReleased:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
+			return err
+		}
+		if err := checkVersion(t, b.Version); err != nil {
+			return err
+		}
+		s.releaseDevice(t)
+		t.State, t.Version, t.Claim = StatePending, b.Version, nil
+		s.touch(t, e)
+		s.record(e, t, taskReply(t, e.At), http.StatusOK)
+		return nil
+
+	case *TaskStarted:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
+			return err
+		}
+		if e.At >= t.Claim.LeaseExpiresAt {
+			return violation("task %s started after its claim lease expired", t.ID)
+		}
+		if t.Auth == nil || t.Auth.ID != b.AuthorizationID || t.Auth.Status != AuthActive || !t.authMatches() {
+			return violation("task %s started without its active authorization (one execution per authorization)", t.ID)
+		}
+		if err := checkVersion(t, b.Version); err != nil {
+			return err
+		}
+		t.Auth.Status = AuthConsumed
+		t.State, t.Version = StateRunning, b.Version
+		t.Exec = &Execution{ID: b.ExecutionID, StartedAt: e.At, LeaseExpiresAt: b.LeaseExpiresAt, LastSeenAt: e.At}
+		t.Executions++
+		t.CancelRequested, t.CancelReason = false, ""
+		s.touch(t, e)
+		s.record(e, t, taskReply(t, e.At), http.StatusOK)
+		return nil
+
+	case *TaskHeartbeat:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
+			return err
+		}
+		if e.At >= t.Exec.LeaseExpiresAt {
+			return violation("task %s heartbeat after its running lease expired", t.ID)
+		}
+		t.Exec.LeaseExpiresAt, t.Exec.Step, t.Exec.LastSeenAt = b.LeaseExpiresAt, b.Step, e.At
+		s.touchStream(t, e)
+		r := taskReply(t, e.At)
+		r.Step = b.Step
+		s.record(e, t, r, http.StatusOK)
+		return nil
+
+	case *TaskExecStep:
+		return s.applyExecStep(e, b)
+
+	case *TaskCompleted:
+		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
+		if err != nil {
+			return err
+		}
+		res := b.Result
+		t.Result, t.State = &res, StateSucceeded
+		s.finish(t, e)
+		return nil
+
+	case *TaskFailed:
+		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
+		if err != nil {
+			return err
+		}
+		t.Failure, t.State = &Failure{ReasonCode: b.ReasonCode, Detail: b.Detail}, StateFailed
+		s.finish(t, e)
+		return nil
+
+	case *TaskLateReport:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
+			return err
+		}
+		if e.At < t.Exec.LeaseExpiresAt {
+			return violation("task %s late report while its running lease is valid", t.ID)
+		}
+		t.LateReports = append(t.LateReports, LateReport{At: e.At, DeviceID: b.DeviceID, Generation: b.Generation,
+			ExecutionID: b.ExecutionID, Outcome: b.Outcome, Result: b.Result, ReasonCode: b.ReasonCode, Detail: b.Detail})
+		s.touchStream(t, e)
+		r := taskReply(t, e.At)
+		s.recordCode(e, t, r, http.StatusConflict, "lease_expired")
+		return nil
+
+	case *TaskCancelRequested:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if !t.Started() {
+			return violation("task %s cannot take a cancel request in %s", t.ID, t.State)
+		}
+		t.CancelRequested, t.CancelReason = true, b.Reason
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusOK)
+		return nil
+
+	case *TaskCanceled:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if b.By == ActorDeviceCancel {
+			if !t.CancelRequested {
+				return violation("task %s cancel-ack without a cancel request", t.ID)
+			}
+			if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version); err != nil {
+				return err
+			}
+		} else {
+			if t.State != StatePending && t.State != StateClaimed {
+				return violation("task %s cannot be canceled at once in %s", t.ID, t.State)
+			}
+			if err := checkVersion(t, b.Version); err != nil {
+				return err
+			}
+			s.releaseDevice(t)
+			t.Version, t.Claim = b.Version, nil
+			t.CancelReason = b.Reason
+		}
+		t.State = StateCanceled
+		s.finish(t, e)
+		return nil
+
+	case *TaskRecovered:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if !t.Open() || t.Claim == nil || t.Claim.DeviceID != b.DeviceID || t.Claim.Generation != b.Generation {
+			return violation("task %s cannot be recovered in %s", t.ID, t.State)
+		}
+		d := s.Devices[b.DeviceID]
+		revoked := d != nil && d.Status == DeviceStatusRevoked
+		switch {
+		case t.Started():
+			if t.Exec == nil || t.Exec.ID != b.ExecutionID || (e.At < t.Exec.LeaseExpiresAt && !revoked) {
+				return violation("task %s recovered while its execution is live", t.ID)
+			}
+		case !revoked:
+			return violation("task %s recovered while CLAIMED by an active device", t.ID)
+		}
+		if err := checkVersion(t, b.Version); err != nil {
+			return err
+		}
+		s.releaseDevice(t)
+		if t.Exec != nil && t.Started() {
+			t.Exec.Ended = true
+		}
+		t.Version, t.Claim = b.Version, nil
+		t.Recovery = &Recovery{Decision: b.Decision, Reason: b.Reason, At: e.At}
+		if b.Decision == RecoverFail {
+			t.State = StateFailed
+			t.Failure = &Failure{ReasonCode: "recovered", Detail: b.Reason}
+		} else {
+			t.State = StatePending
+			if t.Auth != nil && t.Auth.Status == AuthActive {
+				t.Auth.Status = AuthRevoked // a requeued task needs a new authorization
+			}
+		}
+		s.touch(t, e)
+		s.record(e, t, nil, http.StatusOK)
+		return nil
+
+	case *TaskEvidenceAttached:
+		t, err := s.task(e, b.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
+			return err
+		}
+		ev := Evidence{ID: b.EvidenceID, ExecutionID: b.ExecutionID, SHA256: b.SHA256, Size: b.Size, Kind: b.Kind, CapturedAt: b.CapturedAt}
+		t.Evidence = append(t.Evidence, ev)
+		s.touchStream(t, e)
+		r := taskReply(t, e.At)
+		r.Evidence = &ev
+		s.record(e, t, r, http.StatusCreated)
+		return nil
+
+	case *DeviceRegistered:
+		if _, dup := s.Devices[b.DeviceID]; dup {
+			return violation("device %s exists", b.DeviceID)
+		}
+		if _, dup := s.byTokenHash[b.TokenHash]; dup {
+			return violation("device %s reuses a token", b.DeviceID)
+		}
+		if e.Stream != DeviceStream(b.DeviceID) || e.StreamVersion != 1 {
+			return violation("device.registered on stream %s/%d", e.Stream, e.StreamVersion)
+		}
+		d := &Device{ID: b.DeviceID, OwnerID: b.OwnerID, Name: b.Name, HasChecks: b.HasChecks,
+			RequiredChecks: b.RequiredChecks, TokenHash: b.TokenHash, Status: DeviceStatusActive, RegisteredAt: e.At, StreamVersion: 1}
+		s.Devices[d.ID] = d
+		s.byTokenHash[d.TokenHash] = d.ID
+		s.recordDevice(e, d.ID, http.StatusCreated)
+		return nil
+
+	case *DeviceRevoked:
+		d, err := s.device(e, b.DeviceID)
+		if err != nil {
+			return err
+		}
+		if d.Status != DeviceStatusActive {
+			return violation("device %s is already revoked", d.ID)
+		}
+		d.Status, d.RevokedAt, d.RevokeReason = DeviceStatusRevoked, e.At, b.Reason
+		d.StreamVersion = e.StreamVersion
+		s.recordDevice(e, d.ID, http.StatusOK)
+		return nil
+
+	case *DeviceClaimRequiresManual:
+		d, err := s.device(e, b.DeviceID)
+		if err != nil {
+			return err
+		}
+		d.StreamVersion = e.StreamVersion
+		r := &Reply{TaskID: b.TaskID, ServerTime: e.At, SessionID: b.SessionID}
+		s.put(e, &IdemRecord{Status: http.StatusConflict, Code: "claim_requires_manual", DeviceID: d.ID, TaskID: b.TaskID, Reply: r})
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnknownEvent, e.Type)
+}
+
+// ActorDeviceCancel marks a task.canceled caused by a device's cancel-ack.
+const ActorDeviceCancel = "device"
+
+func (s *State) applyClaimed(e *ledger.Event, b *TaskClaimed) error {
+	t, err := s.task(e, b.TaskID)
+	if err != nil {
+		return err
+	}
+	d := s.Devices[b.DeviceID]
+	if d == nil || d.Status != DeviceStatusActive {
+		return violation("task %s claimed by device %s that is not active", t.ID, b.DeviceID)
+	}
+	switch t.State {
+	case StatePending:
+	case StateClaimed:
+		if e.At < t.Claim.LeaseExpiresAt {
+			return violation("task %s claimed by %s while %s holds an unexpired claim", t.ID, b.DeviceID, t.Claim.DeviceID)
+		}
+	default:
+		return violation("task %s claimed in %s", t.ID, t.State)
+	}
+	if !t.Eligible(e.At) || t.Auth.ID != b.AuthorizationID {
+		return violation("task %s claimed without an eligible authorization", t.ID)
+	}
+	if other := d.OpenTask; other != "" && other != t.ID {
+		o := s.Tasks[other]
+		if o != nil && o.Claim != nil && o.Claim.DeviceID == d.ID && (o.Started() || e.At < o.Claim.LeaseExpiresAt) {
+			return violation("device %s claims %s while it holds %s", d.ID, t.ID, other)
+		}
+	}
+	if b.Generation != t.Generation+1 {
+		return violation("task %s generation %d after %d", t.ID, b.Generation, t.Generation)
+	}
+	if err := checkVersion(t, b.Version); err != nil {
+		return err
+	}
+	if b.LeaseExpiresAt > t.Auth.ExpiresAt || b.LeaseExpiresAt <= e.At {
+		return violation("task %s claim lease outside its authorization", t.ID)
+	}
+	s.releaseDevice(t) // a stale claim of another device (or this one) closes
+	t.State, t.Version, t.Generation = StateClaimed, b.Version, b.Generation
+	t.Claim = &Claim{Generation: b.Generation, DeviceID: b.DeviceID, SessionID: b.SessionID,
+		LeaseExpiresAt: b.LeaseExpiresAt, TokenOrigin: b.TokenOrigin, TokenHash: b.TokenHash, Nonce: b.Nonce,
+		AuthorizationID: b.AuthorizationID, AuthorizationExpiresAt: b.AuthorizationExpiresAt, ClaimedAt: e.At}
+	d.OpenTask = t.ID
+	if b.TokenOrigin == TokenServer {
+		s.ServerClaims++
+	}
+	s.touch(t, e)
+	s.record(e, t, claimReply(t, e.At), http.StatusOK)
+	return nil
+}
+
+func (s *State) applyExecStep(e *ledger.Event, b *TaskExecStep) error {
+	t, err := s.task(e, b.TaskID)
+	if err != nil {
+		return err
+	}
+	from, to := StateRunning, StateWaitingConfirmation
+	if e.Type == EvTaskResumed {
+		from, to = StateWaitingConfirmation, StateRunning
+	}
+	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, from); err != nil {
+		return err
+	}
+	if e.At >= t.Exec.LeaseExpiresAt {
+		return violation("task %s acted on after its running lease expired", t.ID)
+	}
+	if err := checkVersion(t, b.Version); err != nil {
+		return err
+	}
+	t.State, t.Version = to, b.Version
+	s.touch(t, e)
+	s.record(e, t, taskReply(t, e.At), http.StatusOK)
+	return nil
+}
+
+// endExecution checks and applies the common part of complete, fail and
+// cancel-ack: the device ends its own live execution.
+func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64) (*Task, error) {
+	t, err := s.task(e, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if err := holder(t, device, g, exec, StateRunning, StateWaitingConfirmation); err != nil {
+		return nil, err
+	}
+	if e.At >= t.Exec.LeaseExpiresAt {
+		return nil, violation("task %s ended after its running lease expired", t.ID)
+	}
+	if err := checkVersion(t, version); err != nil {
+		return nil, err
+	}
+	t.Version = version
+	t.Exec.Ended = true
+	s.releaseDevice(t)
+	return t, nil
+}
+
+// finish ends an applied terminal transition.
+func (s *State) finish(t *Task, e *ledger.Event) {
+	t.Claim = nil
+	s.touch(t, e)
+	var r *Reply
+	if e.Actor.Kind == ledger.ActorDevice {
+		r = taskReply(t, e.At)
+		if t.Exec != nil {
+			r.ExecutionID = t.Exec.ID
+		}
+	}
+	s.record(e, t, r, http.StatusOK)
+}
+
+func (s *State) touch(t *Task, e *ledger.Event) {
+	t.UpdatedAt = e.At
+	s.touchStream(t, e)
+	s.reindex(t)
+}
+
+func (s *State) touchStream(t *Task, e *ledger.Event) { t.StreamVersion = e.StreamVersion }
+
+// taskReply is a device answer's values as of event time at.
+func taskReply(t *Task, at int64) *Reply {
+	r := &Reply{TaskID: t.ID, State: t.State, Version: t.Version, Generation: t.Generation,
+		ServerTime: at, CancelRequested: t.CancelRequested}
+	if t.Exec != nil && t.Started() {
+		r.ExecutionID = t.Exec.ID
+	}
+	switch {
+	case t.Started() && t.Exec != nil:
+		r.LeaseExpiresAt = t.Exec.LeaseExpiresAt
+	case t.Claim != nil:
+		r.LeaseExpiresAt = t.Claim.LeaseExpiresAt
+	}
+	return r
+}
+
+func claimReply(t *Task, at int64) *Reply {
+	r := taskReply(t, at)
+	r.ExecutionID = ""
+	r.Payload, r.Revision, r.CreatedAt, r.HasImage = t.Payload, t.Revision, t.CreatedAt, t.Image != nil
+	r.SessionID, r.TokenOrigin, r.Nonce = t.Claim.SessionID, t.Claim.TokenOrigin, t.Claim.Nonce
+	r.AuthorizationID, r.AuthorizationExpiresAt = t.Claim.AuthorizationID, t.Claim.AuthorizationExpiresAt
+	return r
+}
+
+func (s *State) record(e *ledger.Event, t *Task, r *Reply, status int) {
+	if e.Idem == nil {
+		return
+	}
+	s.put(e, &IdemRecord{Status: status, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+}
+
+func (s *State) recordCode(e *ledger.Event, t *Task, r *Reply, status int, code string) {
+	if e.Idem == nil {
+		return
+	}
+	s.put(e, &IdemRecord{Status: status, Code: code, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+}
+
+func (s *State) recordDevice(e *ledger.Event, id string, status int) {
+	if e.Idem == nil {
+		return
+	}
+	s.put(e, &IdemRecord{Status: status, DeviceID: id})
+}
+
+func (s *State) put(e *ledger.Event, r *IdemRecord) {
+	if e.Idem == nil {
+		return
+	}
+	r.Scope, r.Key, r.Fingerprint = e.Idem.Scope, e.Idem.Key, e.Idem.Fingerprint
+	r.At, r.Seq, r.EventType = e.At, e.Seq, e.Type
+	s.Idem.put(r)
+}
+
+func deviceOf(e *ledger.Event) string {
+	if e.Actor.Kind == ledger.ActorDevice {
+		return e.Actor.ID
+	}
+	return ""
+}
+
+func sortByCreateSeq(ids []string, tasks map[string]*Task) {
+	sort.Slice(ids, func(i, j int) bool { return tasks[ids[i]].CreateSeq < tasks[ids[j]].CreateSeq })
+}

@@ -1,0 +1,139 @@
+package projections
+
+import "crypto/sha256"
+
+// Reply holds the values of a device answer as of the original command, so
+// that a replay answers with exactly what was answered then.
+type Reply struct {
+	TaskID          string `msgpack:"task_id"`
+	State           string `msgpack:"state"`
+	Version         uint64 `msgpack:"version"`
+	Generation      uint64 `msgpack:"claim_generation"`
+	ExecutionID     string `msgpack:"execution_id"`
+	ServerTime      int64  `msgpack:"server_time"`
+	LeaseExpiresAt  int64  `msgpack:"lease_expires_at"`
+	CancelRequested bool   `msgpack:"cancel_requested"`
+	Step            string `msgpack:"step"`
+
+	// claim-next only
+	Payload                string `msgpack:"payload"`
+	Revision               uint64 `msgpack:"revision"`
+	CreatedAt              int64  `msgpack:"created_at"`
+	HasImage               bool   `msgpack:"has_image"`
+	SessionID              string `msgpack:"session_id"`
+	TokenOrigin            string `msgpack:"token_origin"`
+	Nonce                  string `msgpack:"nonce"`
+	AuthorizationID        string `msgpack:"authorization_id"`
+	AuthorizationExpiresAt int64  `msgpack:"authorization_expires_at"`
+
+	// evidence only
+	Evidence *Evidence `msgpack:"evidence"`
+}
+
+// IdemRecord is the recorded outcome of one idempotent request.
+type IdemRecord struct {
+	Scope       string `msgpack:"scope"`
+	Key         string `msgpack:"key"`
+	Fingerprint []byte `msgpack:"fingerprint"`
+	At          int64  `msgpack:"at"`
+	Seq         uint64 `msgpack:"seq"`
+	EventType   string `msgpack:"event_type"`
+	Status      int    `msgpack:"status"` // 200, 201, 204 or 409
+	Code        string `msgpack:"code"`   // the recorded error code of a 409
+	TaskID      string `msgpack:"task_id"`
+	DeviceID    string `msgpack:"device_id"`
+	Reply       *Reply `msgpack:"reply"`
+}
+
+// IdemView holds the idempotency records still within retention and the
+// tombstones of those that left it.
+type IdemView struct {
+	Records    map[string]*IdemRecord `msgpack:"records"`    // scope + "\x00" + key
+	Tombstones map[string]bool        `msgpack:"tombstones"` // raw SHA-256 of scope + "\x00" + key
+	Order      []string               `msgpack:"order"`      // record ids by At, for expiry
+	// Soft holds "no task" (204) outcomes: not from events, never in
+	// snapshots; SoftOrder and SoftTombstones are their expiry bookkeeping.
+	Soft           map[string]*IdemRecord `msgpack:"-"`
+	SoftOrder      []string               `msgpack:"-"`
+	SoftTombstones map[string]bool        `msgpack:"-"`
+}
+
+func newIdemView() *IdemView {
+	return &IdemView{
+		Records:        map[string]*IdemRecord{},
+		Tombstones:     map[string]bool{},
+		Soft:           map[string]*IdemRecord{},
+		SoftTombstones: map[string]bool{},
+	}
+}
+
+// IdemID is the id of a record: its scope and key.
+func IdemID(scope, key string) string { return scope + "\x00" + key }
+
+// TombstoneID is the hash a tombstone keeps of scope and key.
+func TombstoneID(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return string(h[:])
+}
+
+// Lookup returns the record of (scope, key), and whether the key's record
+// has expired (tombstone). headAt is the newest event's time.
+func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *IdemRecord, expired bool) {
+	id := IdemID(scope, key)
+	if r, ok := v.Records[id]; ok {
+		if r.At+retention <= headAt {
+			return nil, true
+		}
+		return r, false
+	}
+	if r, ok := v.Soft[id]; ok {
+		if r.At+retention <= headAt {
+			return nil, true
+		}
+		return r, false
+	}
+	if t := TombstoneID(id); v.Tombstones[t] || v.SoftTombstones[t] {
+		return nil, true
+	}
+	return nil, false
+}
+
+func (v *IdemView) put(r *IdemRecord) {
+	id := IdemID(r.Scope, r.Key)
+	v.Records[id] = r
+	v.Order = append(v.Order, id)
+}
+
+// PutSoft records a "no task" outcome (from a soft record).
+func (v *IdemView) PutSoft(r *IdemRecord) {
+	id := IdemID(r.Scope, r.Key)
+	v.Soft[id] = r
+	v.SoftOrder = append(v.SoftOrder, id)
+}
+
+// expire turns every record older than retention at headAt into a
+// tombstone. Records arrive in time order, so this pops from the front.
+func (v *IdemView) expire(headAt, retention int64) {
+	v.Order = expireFront(v.Order, v.Records, v.Tombstones, headAt, retention)
+	v.SoftOrder = expireFront(v.SoftOrder, v.Soft, v.SoftTombstones, headAt, retention)
+}
+
+func expireFront(order []string, recs map[string]*IdemRecord, tombs map[string]bool, headAt, retention int64) []string {
+	n := 0
+	for n < len(order) {
+		id := order[n]
+		r := recs[id]
+		if r != nil && r.At+retention > headAt {
+			break
+		}
+		if r != nil {
+			delete(recs, id)
+			tombs[TombstoneID(id)] = true
+		}
+		n++
+	}
+	if n == 0 {
+		return order
+	}
+	return order[n:] // the backing array is reclaimed as append moves it
+}

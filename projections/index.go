@@ -1,0 +1,161 @@
+package projections
+
+import "container/heap"
+
+// The claim indexes. Both are heaps with lazy deletion: an entry is checked
+// against the task when it reaches the top and dropped if it no longer
+// describes the task. Every push and pop is O(log n); nothing scans.
+
+// queueEntry is a candidate for claim selection, ordered by
+// (created_at, creation seq).
+type queueEntry struct {
+	createdAt int64
+	createSeq uint64
+	taskID    string
+	epoch     uint64
+}
+
+type taskQueue []queueEntry
+
+func (q taskQueue) Len() int { return len(q) }
+func (q taskQueue) Less(i, j int) bool {
+	if q[i].createdAt != q[j].createdAt {
+		return q[i].createdAt < q[j].createdAt
+	}
+	return q[i].createSeq < q[j].createSeq
+}
+func (q taskQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *taskQueue) Push(x any)   { *q = append(*q, x.(queueEntry)) }
+func (q *taskQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// expiryEntry is a claim lease that returns its task to the queue once it
+// expires.
+type expiryEntry struct {
+	expiresAt  int64
+	taskID     string
+	generation uint64
+}
+
+type expiryHeap []expiryEntry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expiresAt < h[j].expiresAt }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryEntry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// enqueue makes t a claim candidate (again); older entries of t go stale.
+func (s *State) enqueue(t *Task) {
+	s.queueCounter++
+	t.queueEpoch = s.queueCounter
+	heap.Push(&s.queue, queueEntry{createdAt: t.CreatedAt, createSeq: t.CreateSeq, taskID: t.ID, epoch: t.queueEpoch})
+}
+
+// dequeue makes every queue entry of t stale.
+func (s *State) dequeue(t *Task) { t.queueEpoch = 0 }
+
+// reindex puts t into the index that matches its state after an event.
+func (s *State) reindex(t *Task) {
+	switch {
+	case t.State == StatePending && t.Auth != nil && t.Auth.Status == AuthActive && t.authMatches():
+		if t.queueEpoch == 0 {
+			s.enqueue(t)
+		}
+	case t.State == StateClaimed && t.Claim != nil:
+		s.dequeue(t)
+		heap.Push(&s.claimExpiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
+	default:
+		s.dequeue(t)
+	}
+}
+
+// authMatches reports whether the authorization snapshot matches the task's
+// revision, payload and reference image (time is not considered).
+func (t *Task) authMatches() bool {
+	a := t.Auth
+	img := ""
+	if t.Image != nil {
+		img = t.Image.SHA256
+	}
+	return a.Revision == t.Revision && a.PayloadSHA256 == t.PayloadSHA256 && a.ImageSHA256 == img
+}
+
+// Eligible reports whether t's authorization allows a claim at now.
+func (t *Task) Eligible(now int64) bool {
+	return t.Auth != nil && t.Auth.Status == AuthActive && now < t.Auth.ExpiresAt && t.authMatches()
+}
+
+// Claimable reports whether t may be claimed at now: PENDING, or CLAIMED
+// with an expired claim lease, with an eligible authorization.
+func (t *Task) Claimable(now int64) bool {
+	switch t.State {
+	case StatePending:
+	case StateClaimed:
+		if t.Claim == nil || now < t.Claim.LeaseExpiresAt {
+			return false
+		}
+	default:
+		return false
+	}
+	return t.Eligible(now)
+}
+
+// NextClaimable returns the oldest claimable task at now without taking it,
+// or nil. Expired claim leases are moved back to the queue first, and
+// entries that went stale are dropped on the way: amortized O(log n).
+func (s *State) NextClaimable(now int64) *Task {
+	for len(s.claimExpiry) > 0 && s.claimExpiry[0].expiresAt <= now {
+		e := heap.Pop(&s.claimExpiry).(expiryEntry)
+		t := s.Tasks[e.taskID]
+		if t == nil || t.State != StateClaimed || t.Claim == nil ||
+			t.Claim.Generation != e.generation || t.Claim.LeaseExpiresAt != e.expiresAt {
+			continue
+		}
+		if t.Eligible(now) {
+			s.enqueue(t)
+		}
+	}
+	for len(s.queue) > 0 {
+		e := s.queue[0]
+		t := s.Tasks[e.taskID]
+		if t != nil && t.queueEpoch == e.epoch && t.Claimable(now) {
+			return t
+		}
+		heap.Pop(&s.queue)
+		if t != nil && t.queueEpoch == e.epoch {
+			t.queueEpoch = 0
+		}
+	}
+	return nil
+}
+
+// rebuildIndexes recomputes every index from the views (after a snapshot
+// load).
+func (s *State) rebuildIndexes() {
+	s.queue = nil
+	s.claimExpiry = nil
+	s.byTokenHash = map[string]string{}
+	s.taskOrder = s.taskOrder[:0]
+	for _, t := range s.Tasks {
+		s.taskOrder = append(s.taskOrder, t.ID)
+	}
+	sortByCreateSeq(s.taskOrder, s.Tasks)
+	for _, id := range s.taskOrder {
+		t := s.Tasks[id]
+		t.queueEpoch = 0
+		s.reindex(t)
+	}
+	for id, d := range s.Devices {
+		s.byTokenHash[d.TokenHash] = id
+	}
+}

@@ -1,0 +1,148 @@
+package projections
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"taskledger/ledger"
+)
+
+// Source is the read side of the log a rebuild needs.
+type Source interface {
+	Range(after uint64, fn func(*ledger.Event) error) error
+	SoftRecords(prefix string, fn func(key string, value []byte) error) error
+}
+
+// Replay applies every event after s.Head from src. progress, if set, is
+// called after every event.
+func (s *State) Replay(src Source, progress func(seq uint64)) error {
+	return src.Range(s.Head.Seq, func(e *ledger.Event) error {
+		if err := s.Apply(e); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(e.Seq)
+		}
+		return nil
+	})
+}
+
+// Rebuild builds the projections from the whole log, then loads the soft
+// records.
+func Rebuild(src Source, cfg Config) (*State, error) {
+	s := New(cfg)
+	if err := s.Replay(src, nil); err != nil {
+		return nil, err
+	}
+	if err := s.LoadSoft(src); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Soft-record key prefixes (must match commands.PresenceKey/SoftIdemKey).
+const (
+	softPresence = "presence/"
+	softIdem     = "idem/"
+)
+
+// LoadSoft loads device presence (marked Restored: a restarted server
+// waits for the next heartbeat) and recorded "no task" outcomes.
+func (s *State) LoadSoft(src Source) error {
+	err := src.SoftRecords(softPresence, func(key string, v []byte) error {
+		var p Presence
+		if err := ledger.Unmarshal(v, &p); err != nil {
+			return fmt.Errorf("%w: presence %s: %v", ledger.ErrCorrupt, key, err)
+		}
+		p.Restored = true
+		s.Presence[strings.TrimPrefix(key, softPresence)] = &p
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var recs []*IdemRecord
+	err = src.SoftRecords(softIdem, func(key string, v []byte) error {
+		var r IdemRecord
+		if err := ledger.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("%w: idempotency record: %v", ledger.ErrCorrupt, err)
+		}
+		recs = append(recs, &r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].At < recs[j].At })
+	for _, r := range recs {
+		s.Idem.PutSoft(r)
+	}
+	if s.cfg.IdempotencyRetentionMs > 0 {
+		s.Idem.expire(s.Head.At, s.cfg.IdempotencyRetentionMs)
+	}
+	return nil
+}
+
+// stateDoc is the canonical encoding of State: maps become slices sorted
+// by key, because msgpack does not sort the keys of struct-valued maps.
+type stateDoc struct {
+	Head         ledger.Head   `msgpack:"head"`
+	Tasks        []*Task       `msgpack:"tasks"`
+	Devices      []*Device     `msgpack:"devices"`
+	Records      []*IdemRecord `msgpack:"idem_records"`
+	Order        []string      `msgpack:"idem_order"`
+	Tombstones   []string      `msgpack:"idem_tombstones"`
+	ServerClaims uint64        `msgpack:"server_claims"`
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Canonical returns the projections' canonical bytes: equal bytes mean
+// equal projections. Soft state and indexes are not included.
+func (s *State) Canonical() ([]byte, error) {
+	d := stateDoc{Head: s.Head, Order: s.Idem.Order, ServerClaims: s.ServerClaims}
+	for _, k := range sortedKeys(s.Tasks) {
+		d.Tasks = append(d.Tasks, s.Tasks[k])
+	}
+	for _, k := range sortedKeys(s.Devices) {
+		d.Devices = append(d.Devices, s.Devices[k])
+	}
+	for _, k := range sortedKeys(s.Idem.Records) {
+		d.Records = append(d.Records, s.Idem.Records[k])
+	}
+	d.Tombstones = sortedKeys(s.Idem.Tombstones)
+	return ledger.Marshal(&d)
+}
+
+// Restore builds a State from canonical bytes (a snapshot's content).
+func Restore(b []byte, cfg Config) (*State, error) {
+	var d stateDoc
+	if err := ledger.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+	}
+	s := New(cfg)
+	s.Head, s.ServerClaims = d.Head, d.ServerClaims
+	for _, t := range d.Tasks {
+		s.Tasks[t.ID] = t
+	}
+	for _, dv := range d.Devices {
+		s.Devices[dv.ID] = dv
+	}
+	for _, r := range d.Records {
+		s.Idem.Records[IdemID(r.Scope, r.Key)] = r
+	}
+	s.Idem.Order = d.Order
+	for _, t := range d.Tombstones {
+		s.Idem.Tombstones[t] = true
+	}
+	s.rebuildIndexes()
+	return s, nil
+}

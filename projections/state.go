@@ -1,0 +1,290 @@
+package projections
+
+import (
+	"sort"
+	"strings"
+
+	"taskledger/ledger"
+)
+
+// SchemaVersion changes whenever this package changes what it derives from
+// the log. A snapshot of another schema version is never loaded: start-up
+// rebuilds from the log instead.
+const SchemaVersion = 1
+
+// Task states.
+const (
+	StatePending             = "PENDING"
+	StateClaimed             = "CLAIMED"
+	StateRunning             = "RUNNING"
+	StateWaitingConfirmation = "WAITING_CONFIRMATION"
+	StateSucceeded           = "SUCCEEDED"
+	StateFailed              = "FAILED"
+	StateCanceled            = "CANCELED"
+)
+
+// AllStates lists every task state.
+func AllStates() []string {
+	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
+		StateSucceeded, StateFailed, StateCanceled}
+}
+
+// Authorization statuses as stored (time-independent).
+const (
+	AuthActive   = "ACTIVE"
+	AuthConsumed = "CONSUMED"
+	AuthRevoked  = "REVOKED"
+)
+
+// Device statuses.
+const (
+	DeviceStatusActive  = "ACTIVE"
+	DeviceStatusRevoked = "REVOKED"
+)
+
+// Authorization is a task's current authorization snapshot.
+type Authorization struct {
+	AuthBody
+	Status    string `msgpack:"status"`
+	CreatedAt int64  `msgpack:"created_at"`
+}
+
+// Claim is a task's current claim.
+type Claim struct {
+	Generation             uint64 `msgpack:"generation"`
+	DeviceID               string `msgpack:"device_id"`
+	SessionID              string `msgpack:"session_id"`
+	LeaseExpiresAt         int64  `msgpack:"lease_expires_at"`
+	TokenOrigin            string `msgpack:"token_origin"`
+	TokenHash              string `msgpack:"token_sha256"`
+	Nonce                  string `msgpack:"nonce"`
+	AuthorizationID        string `msgpack:"authorization_id"`
+	AuthorizationExpiresAt int64  `msgpack:"authorization_expires_at"`
+	ClaimedAt              int64  `msgpack:"claimed_at"`
+}
+
+// Execution is a task's current (or last) execution attempt.
+type Execution struct {
+	ID             string `msgpack:"id"`
+	StartedAt      int64  `msgpack:"started_at"`
+	LeaseExpiresAt int64  `msgpack:"lease_expires_at"`
+	Step           string `msgpack:"step"`
+	LastSeenAt     int64  `msgpack:"last_seen_at"`
+	Ended          bool   `msgpack:"ended"`
+}
+
+// Blob is content stored beside the log.
+type Blob struct {
+	SHA256 string `msgpack:"sha256"`
+	Size   int64  `msgpack:"size"`
+}
+
+// Failure is why a task failed.
+type Failure struct {
+	ReasonCode string `msgpack:"reason_code"`
+	Detail     string `msgpack:"detail"`
+}
+
+// LateReport is a complete/fail that arrived after the running lease expired.
+type LateReport struct {
+	At          int64  `msgpack:"at"`
+	DeviceID    string `msgpack:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id"`
+	Outcome     string `msgpack:"outcome"`
+	Result      string `msgpack:"result"`
+	ReasonCode  string `msgpack:"reason_code"`
+	Detail      string `msgpack:"detail"`
+}
+
+// Evidence is one uploaded screenshot.
+type Evidence struct {
+	ID          string `msgpack:"evidence_id"`
+	ExecutionID string `msgpack:"execution_id"`
+	SHA256      string `msgpack:"sha256"`
+	Size        int64  `msgpack:"size"`
+	Kind        string `msgpack:"kind"`
+	CapturedAt  int64  `msgpack:"captured_at"`
+}
+
+// Recovery is an operator's recovery decision.
+type Recovery struct {
+	Decision string `msgpack:"decision"`
+	Reason   string `msgpack:"reason"`
+	At       int64  `msgpack:"at"`
+}
+
+// Task is the task view.
+type Task struct {
+	ID              string         `msgpack:"id"`
+	CreateSeq       uint64         `msgpack:"create_seq"`
+	CreatedAt       int64          `msgpack:"created_at"`
+	UpdatedAt       int64          `msgpack:"updated_at"`
+	State           string         `msgpack:"state"`
+	Version         uint64         `msgpack:"version"`
+	Revision        uint64         `msgpack:"revision"`
+	StreamVersion   uint64         `msgpack:"stream_version"`
+	Payload         string         `msgpack:"payload"`
+	PayloadSHA256   string         `msgpack:"payload_sha256"`
+	Image           *Blob          `msgpack:"image"`
+	Auth            *Authorization `msgpack:"authorization"`
+	Generation      uint64         `msgpack:"generation"` // newest claim generation
+	Claim           *Claim         `msgpack:"claim"`      // open claim (CLAIMED/RUNNING/WAITING) or nil
+	Exec            *Execution     `msgpack:"execution"`
+	Executions      uint64         `msgpack:"executions"`
+	CancelRequested bool           `msgpack:"cancel_requested"`
+	CancelReason    string         `msgpack:"cancel_reason"`
+	Result          *string        `msgpack:"result"`
+	Failure         *Failure       `msgpack:"failure"`
+	LateReports     []LateReport   `msgpack:"late_reports"`
+	Evidence        []Evidence     `msgpack:"evidence"`
+	Recovery        *Recovery      `msgpack:"recovery"`
+
+	queueEpoch uint64 // index bookkeeping, not state
+}
+
+// Terminal reports whether the task can never change again.
+func (t *Task) Terminal() bool {
+	return t.State == StateSucceeded || t.State == StateFailed || t.State == StateCanceled
+}
+
+// Open reports whether the task has an owner (CLAIMED, RUNNING, WAITING).
+func (t *Task) Open() bool {
+	return t.State == StateClaimed || t.State == StateRunning || t.State == StateWaitingConfirmation
+}
+
+// Started reports whether the task is executing (RUNNING or WAITING).
+func (t *Task) Started() bool {
+	return t.State == StateRunning || t.State == StateWaitingConfirmation
+}
+
+// Device is the device view.
+type Device struct {
+	ID             string   `msgpack:"id"`
+	OwnerID        string   `msgpack:"owner_id"`
+	Name           string   `msgpack:"name"`
+	HasChecks      bool     `msgpack:"has_required_checks"`
+	RequiredChecks []string `msgpack:"required_checks"`
+	TokenHash      string   `msgpack:"token_sha256"`
+	Status         string   `msgpack:"status"`
+	RegisteredAt   int64    `msgpack:"registered_at"`
+	RevokedAt      int64    `msgpack:"revoked_at"`
+	RevokeReason   string   `msgpack:"revoke_reason"`
+	OpenTask       string   `msgpack:"open_task"` // newest claimed task still owned
+	StreamVersion  uint64   `msgpack:"stream_version"`
+}
+
+// Presence is a device's newest presence heartbeat (soft state).
+type Presence struct {
+	ReceivedAt       int64           `msgpack:"received_at"`
+	AppVersion       string          `msgpack:"app_version"`
+	OSVersion        string          `msgpack:"os_version"`
+	TargetAppVersion string          `msgpack:"target_app_version"`
+	Checks           map[string]bool `msgpack:"checks"`
+	ActiveTaskID     string          `msgpack:"active_task_id"`
+	ClientTime       *int64          `msgpack:"client_time"`
+	// Restored marks a record loaded from disk at start: a restarted server
+	// waits for the next heartbeat before the device may claim.
+	Restored bool `msgpack:"-"`
+}
+
+// Config is what projections need to know about the server's settings.
+type Config struct {
+	IdempotencyRetentionMs int64
+}
+
+// State is every projection of the log, plus the indexes claims need.
+type State struct {
+	cfg Config
+
+	Head    ledger.Head
+	Tasks   map[string]*Task
+	Devices map[string]*Device
+	Idem    *IdemView
+	// ServerClaims counts server-issued claims (checked at start).
+	ServerClaims uint64 `msgpack:"server_claims"`
+
+	// Soft state, not derived from events and not part of snapshots.
+	Presence map[string]*Presence `msgpack:"-"`
+
+	// Indexes (derived, rebuilt on load).
+	taskOrder    []string          // task ids by creation seq
+	byTokenHash  map[string]string // device token hash → device id
+	queue        taskQueue
+	claimExpiry  expiryHeap
+	queueCounter uint64
+}
+
+// New returns empty projections.
+func New(cfg Config) *State {
+	return &State{
+		cfg:         cfg,
+		Head:        ledger.GenesisHead(),
+		Tasks:       map[string]*Task{},
+		Devices:     map[string]*Device{},
+		Idem:        newIdemView(),
+		Presence:    map[string]*Presence{},
+		byTokenHash: map[string]string{},
+	}
+}
+
+// Config returns the configuration the state was built with.
+func (s *State) Config() Config { return s.cfg }
+
+// DeviceByTokenHash returns the device whose token hashes to h.
+func (s *State) DeviceByTokenHash(h string) (*Device, bool) {
+	id, ok := s.byTokenHash[h]
+	if !ok {
+		return nil, false
+	}
+	d := s.Devices[id]
+	return d, d != nil
+}
+
+// TaskIDsNewestFirst calls fn with task ids in descending creation order,
+// starting below creation seq `before` (0 = from the newest), until fn
+// returns false.
+func (s *State) TaskIDsNewestFirst(before uint64, fn func(t *Task) bool) {
+	for i := len(s.taskOrder) - 1; i >= 0; i-- {
+		t := s.Tasks[s.taskOrder[i]]
+		if before != 0 && t.CreateSeq >= before {
+			continue
+		}
+		if !fn(t) {
+			return
+		}
+	}
+}
+
+// StreamVersion returns the newest version of a task or device stream (0
+// for a stream that does not exist yet).
+func (s *State) StreamVersion(stream string) uint64 {
+	switch {
+	case strings.HasPrefix(stream, "task/"):
+		if t := s.Tasks[stream[len("task/"):]]; t != nil {
+			return t.StreamVersion
+		}
+	case strings.HasPrefix(stream, "device/"):
+		if d := s.Devices[stream[len("device/"):]]; d != nil {
+			return d.StreamVersion
+		}
+	}
+	return 0
+}
+
+// DevicesInOrder calls fn for every device in registration order.
+func (s *State) DevicesInOrder(fn func(d *Device)) {
+	list := make([]*Device, 0, len(s.Devices))
+	for _, d := range s.Devices {
+		list = append(list, d)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].RegisteredAt != list[j].RegisteredAt {
+			return list[i].RegisteredAt < list[j].RegisteredAt
+		}
+		return list[i].ID < list[j].ID
+	})
+	for _, d := range list {
+		fn(d)
+	}
+}
