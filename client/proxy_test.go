@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http/httpproxy"
 )
 
 // A configured HTTPS_PROXY (and HTTP_PROXY, ALL_PROXY) is ignored: the
@@ -38,7 +36,7 @@ func TestHTTPSProxyIgnored(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	base := "https://example.com:" + port
 	u, _ := url.Parse(base)
-	if p, _ := httpproxy.FromEnvironment().ProxyFunc()(u); p == nil {
+	if p, _ := http.ProxyFromEnvironment(&http.Request{URL: u}); p == nil {
 		t.Fatal("test setup: the environment would not proxy this URL")
 	}
 	pool := x509.NewCertPool()
