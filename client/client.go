@@ -96,13 +96,14 @@ func New(cfg Config) (*Client, error) {
 		dial = (&net.Dialer{Timeout: ct, KeepAlive: 30 * time.Second}).DialContext
 	}
 	tr := &http.Transport{
-		Proxy:                  nil, // never the system proxy (HTTPS_PROXY etc.)
-		DialContext:            dial,
-		TLSHandshakeTimeout:    ct,
-		ResponseHeaderTimeout:  rt,
-		ExpectContinueTimeout:  time.Second,
-		MaxIdleConns:           4,
-		IdleConnTimeout:        60 * time.Second,
+		Proxy:                 nil, // never the system proxy (HTTPS_PROXY etc.)
+		DialContext:           dial,
+		TLSHandshakeTimeout:   ct,
+		ResponseHeaderTimeout: rt,
+		ExpectContinueTimeout: time.Second,
+		// One connection per request: a request is never silently resent
+		// on a stale reused connection.
+		DisableKeepAlives:      true,
 		MaxResponseHeaderBytes: 64 << 10,
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs},
@@ -174,6 +175,10 @@ func (c *Client) do(ctx context.Context, r request, limit int64) (*response, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCall, err)
 	}
+	// No hidden retries: net/http replays a request with a rewindable body
+	// and an Idempotency-Key on a broken reused connection; without GetBody
+	// (and without keep-alive, below) it never does.
+	req.GetBody = nil
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "taskledger-agent/1")
