@@ -106,8 +106,15 @@ func TestDamagedSecretsSendNothing(t *testing.T) {
 	r.dev.Close()
 	keyFile := filepath.Join(filepath.Dir(r.dir), "agent.key")
 	flip := []func(*testing.T) func(){
-		func(t *testing.T) func() { return mutate(t, r.dir, func(st *localstate.Change, s *localstate.State) { s.Identity.SealedToken[10] ^= 1; st.Identity = s.Identity }) },
-		func(t *testing.T) func() { return mutate(t, r.dir, func(st *localstate.Change, s *localstate.State) { s.Active.SealedToken[20] ^= 1; st.Active = s.Active }) },
+		func(t *testing.T) func() {
+			return mutate(t, r.dir, func(st *localstate.Change, s *localstate.State) {
+				s.Identity.SealedToken[10] ^= 1
+				st.Identity = s.Identity
+			})
+		},
+		func(t *testing.T) func() {
+			return mutate(t, r.dir, func(st *localstate.Change, s *localstate.State) { s.Active.SealedToken[20] ^= 1; st.Active = s.Active })
+		},
 		func(t *testing.T) func() {
 			orig, _ := os.ReadFile(keyFile)
 			bad := bytes.Replace(orig, orig[len(orig)-5:len(orig)-4], []byte{orig[len(orig)-5] ^ 1}, 1)
