@@ -86,4 +86,3 @@ func (m *Metrics) Register(e *echo.Echo) {
 		return nil
 	})
 }
-

@@ -47,14 +47,14 @@ func readBody(c echo.Context, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// idemKey returns the request's Idempotency-Key, which must be a canonical
-// lowercase UUIDv4.
+// idemKey returns the request's Idempotency-Key, which must be one
+// canonical lowercase UUIDv4 (two keys are no key).
 func idemKey(c echo.Context) (string, error) {
-	k := c.Request().Header.Get("Idempotency-Key")
-	if !isUUIDv4(k) {
+	vals := c.Request().Header.Values("Idempotency-Key")
+	if len(vals) != 1 || !isUUIDv4(vals[0]) {
 		return "", errIdemKey
 	}
-	return k, nil
+	return vals[0], nil
 }
 
 var (

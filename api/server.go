@@ -152,7 +152,7 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := uuid.NewString()
 		c.Response().Header().Set("X-Request-Id", id)
-		start := time.Now()
+		start := time.Now() //tl:wallclock latency metric
 		err := next(c)
 		if err != nil {
 			c.Error(err)

@@ -11,7 +11,9 @@ import (
 type Operator string
 
 // Actor is the operator as stamped on events.
-func (o Operator) Actor() ledger.Actor { return ledger.Actor{Kind: ledger.ActorOperator, ID: string(o)} }
+func (o Operator) Actor() ledger.Actor {
+	return ledger.Actor{Kind: ledger.ActorOperator, ID: string(o)}
+}
 
 // Admin operations (idempotency operation names).
 const (
@@ -300,6 +302,11 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	}
 	d := x.State.Devices[t.Claim.DeviceID]
 	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
+	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt {
+		// A stale claim of an active device is not recovered: an operator
+		// command (amend, authorize, cancel) or the next claim closes it.
+		return nil, ErrInvalidState
+	}
 	if !revoked && (!t.Started() || x.Now < t.Exec.LeaseExpiresAt) {
 		return nil, ErrLeaseNotExpired
 	}

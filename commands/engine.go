@@ -90,7 +90,10 @@ type Engine struct {
 
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
-	closeOnce sync.Once
+	committedHook func(head ledger.Head, events []*ledger.Event)
+
+	closeMu sync.RWMutex // senders hold it for reading while they enqueue
+	closed  bool
 }
 
 type request struct {
@@ -111,6 +114,11 @@ type Options struct {
 	Metrics  Metrics
 	Logger   zerolog.Logger
 	MaxBatch int
+	// Committed, when set, is called by the sequencer after every commit
+	// that appended events, with the new head and those events, while it
+	// still holds the projections' write lock: it must return at once and
+	// must not call Read (snapshots and metrics hand the work elsewhere).
+	Committed func(head ledger.Head, events []*ledger.Event)
 }
 
 // NewEngine starts the sequencer over a loaded state.
@@ -120,7 +128,7 @@ func NewEngine(o Options) *Engine {
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), stop: make(chan struct{}), done: make(chan struct{}),
-		maxBatch: o.MaxBatch, state: o.State, committed: o.State.Head, manual: o.Manual}
+		maxBatch: o.MaxBatch, state: o.State, committed: o.State.Head, manual: o.Manual, committedHook: o.Committed}
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}
@@ -138,13 +146,18 @@ func (e *Engine) Manual() *ManualClock { return e.manual }
 // committed).
 func (e *Engine) Do(ctx context.Context, cmd Command) (Result, error) {
 	r := &request{cmd: cmd, done: make(chan struct{})}
+	e.closeMu.RLock()
+	if e.closed {
+		e.closeMu.RUnlock()
+		return Result{}, ErrShuttingDown
+	}
 	select {
 	case e.in <- r:
-	case <-e.stop:
-		return Result{}, ErrShuttingDown
 	case <-ctx.Done():
+		e.closeMu.RUnlock()
 		return Result{}, ctx.Err()
 	}
+	e.closeMu.RUnlock()
 	// Once queued, the answer always comes: the batch commits or fails.
 	<-r.done
 	return r.res, r.err
@@ -191,7 +204,13 @@ func (e *Engine) Err() error {
 // Close stops accepting commands, finishes the batch in flight, and
 // answers everything still queued with ErrShuttingDown.
 func (e *Engine) Close() {
-	e.closeOnce.Do(func() { close(e.stop) })
+	e.closeMu.Lock()
+	first := !e.closed
+	e.closed = true
+	e.closeMu.Unlock()
+	if first {
+		close(e.stop) // no sender is between its check and its enqueue now
+	}
 	<-e.done
 }
 
@@ -311,7 +330,7 @@ func (e *Engine) runBatch(batch []*request) {
 		if manual != nil {
 			b.ManualClock = &ledger.ManualClock{Enabled: true, Now: *manual}
 		}
-		start := time.Now()
+		start := time.Now() //tl:wallclock commit-latency metric
 		commitErr = e.log.Append(b)
 		if commitErr == nil && e.metrics.BatchCommitted != nil {
 			e.metrics.BatchCommitted(len(batch), len(events), time.Since(start))
@@ -329,6 +348,10 @@ func (e *Engine) runBatch(batch []*request) {
 		e.reload()
 	} else {
 		e.committed = head
+		afterCommit(events)
+		if e.committedHook != nil && len(events) > 0 {
+			e.committedHook(head, events)
+		}
 		if manual != nil && e.manual != nil {
 			e.manual.Set(time.UnixMilli(*manual))
 		}

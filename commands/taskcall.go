@@ -183,7 +183,8 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 			LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Version: v}), nil
 	case OpHeartbeat:
 		return draft(projections.EvTaskHeartbeat, &projections.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID, Generation: g,
-			ExecutionID: ex, LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Step: c.Step, ClientTime: c.ClientTime}), nil
+			ExecutionID: ex, PreviousExpiresAt: t.Exec.LeaseExpiresAt, LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(),
+			Step: c.Step, ClientTime: c.ClientTime}), nil
 	case OpAwaitConfirmation:
 		return draft(projections.EvTaskAwaitingConfirmation, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason}), nil

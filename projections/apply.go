@@ -298,6 +298,9 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		if e.At >= t.Exec.LeaseExpiresAt {
 			return violation("task %s heartbeat after its running lease expired", t.ID)
 		}
+		if b.PreviousExpiresAt != 0 && b.PreviousExpiresAt != t.Exec.LeaseExpiresAt { // 0: schema 1, unknown
+			return violation("task %s heartbeat extends lease %d, the running lease is %d", t.ID, b.PreviousExpiresAt, t.Exec.LeaseExpiresAt)
+		}
 		t.Exec.LeaseExpiresAt, t.Exec.Step, t.Exec.LastSeenAt = b.LeaseExpiresAt, b.Step, e.At
 		s.touchStream(t, e)
 		r := taskReply(t, e.At)

@@ -74,6 +74,3 @@ func DecodeBody(typ string, schema int, raw []byte) (any, error) {
 
 // EncodeBody encodes a body for an event of typ at its current schema.
 func EncodeBody(body any) ([]byte, error) { return ledger.Marshal(body) }
-
-// registerUpcasters installs the upcasters of older body schemas.
-func registerUpcasters() {}

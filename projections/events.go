@@ -199,15 +199,19 @@ type TaskStarted struct {
 	Version         uint64 `msgpack:"version" json:"version"`
 }
 
-// TaskHeartbeat is the body of task.heartbeat.
+// TaskHeartbeat is the body of task.heartbeat (schema 2). Schema 2 added
+// previous_lease_expires_at, the running lease the heartbeat extended, so
+// an auditor sees the lease chain and replay checks it; schema-1 bodies
+// are upcast with it 0 (unknown). See upcast.go.
 type TaskHeartbeat struct {
-	TaskID         string `msgpack:"task_id" json:"task_id"`
-	DeviceID       string `msgpack:"device_id" json:"device_id"`
-	Generation     uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID    string `msgpack:"execution_id" json:"execution_id"`
-	LeaseExpiresAt int64  `msgpack:"lease_expires_at" json:"lease_expires_at"`
-	Step           string `msgpack:"step" json:"step"`
-	ClientTime     *int64 `msgpack:"client_time" json:"client_time"`
+	TaskID            string `msgpack:"task_id" json:"task_id"`
+	DeviceID          string `msgpack:"device_id" json:"device_id"`
+	Generation        uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID       string `msgpack:"execution_id" json:"execution_id"`
+	PreviousExpiresAt int64  `msgpack:"previous_lease_expires_at" json:"previous_lease_expires_at,omitempty"`
+	LeaseExpiresAt    int64  `msgpack:"lease_expires_at" json:"lease_expires_at"`
+	Step              string `msgpack:"step" json:"step"`
+	ClientTime        *int64 `msgpack:"client_time" json:"client_time"`
 }
 
 // TaskExecStep is the body of task.awaiting_confirmation, task.resumed and

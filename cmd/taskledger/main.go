@@ -108,10 +108,12 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 	srv := &http.Server{Handler: node.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).Msg("serving")
-	fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
-
+	// Signals are caught before the address is announced: a SIGTERM sent as
+	// soon as the server says it listens is a graceful shutdown.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

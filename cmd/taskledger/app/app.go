@@ -32,7 +32,7 @@ type Config struct {
 	Commands      commands.Config
 	SnapshotEvery uint64
 	Logger        zerolog.Logger
-	NoSync        bool          // benchmarks only
+	NoSync        bool           // benchmarks only
 	Clock         commands.Clock // nil: wall clock
 	// Stderr receives operator messages (where the initial token is).
 	Stderr func(format string, args ...any)
@@ -87,7 +87,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		return nil, ErrManualLedger
 	}
 	metrics := api.NewMetrics()
-	start := time.Now()
+	start := time.Now() //tl:wallclock replay-duration metric
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
 	state, err := Load(store, pcfg, cfg.Logger)
 	if err != nil {

@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"taskledger/cmd/taskledger/app"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// checkCounts asserts that every loop of a run finished: each claim was
+// released or canceled, and each started task was canceled and replaced.
+func checkCounts(t *testing.T, res *Result, devices int) {
+	t.Helper()
+	if res.Errors != 0 {
+		t.Fatalf("%d errors, first: %v", res.Errors, res.FirstError)
+	}
+	n := func(op Op) int { return res.PerOp[op].Count }
+	if n(OpClaimEmpty) != 0 {
+		t.Errorf("%d claims found no task with a pool of twice the devices", n(OpClaimEmpty))
+	}
+	if n(OpClaim) == 0 || n(OpRelease) == 0 || n(OpStart) == 0 {
+		t.Fatalf("the run did not exercise both loops: %+v", res.PerOp)
+	}
+	if n(OpClaim) != n(OpRelease)+n(OpStart) {
+		t.Errorf("claims %d != releases %d + starts %d", n(OpClaim), n(OpRelease), n(OpStart))
+	}
+	for _, op := range []Op{OpCancel, OpCancelAck, OpCreate} {
+		if n(op) != n(OpStart) {
+			t.Errorf("%s %d != starts %d", op, n(op), n(OpStart))
+		}
+	}
+	if n(OpHeartbeat) != 3*n(OpStart) {
+		t.Errorf("heartbeats %d != 3 × starts %d", n(OpHeartbeat), n(OpStart))
+	}
+	sum := 0
+	for _, st := range res.PerOp {
+		sum += st.Count
+	}
+	if sum != res.Durable {
+		t.Errorf("durable %d != sum by op %d", res.Durable, sum)
+	}
+	if res.P50 <= 0 || res.P99 < res.P50 {
+		t.Errorf("percentiles p50 %v p99 %v", res.P50, res.P99)
+	}
+}
+
+// checkLedger verifies the log in dir (app.Verify) and that it holds
+// exactly what the run's counts say: registrations and the pool, then one
+// event per event-producing command, every task back to PENDING or
+// CANCELED and no device holding a task.
+func checkLedger(t *testing.T, dir string, res *Result, cfg Config) {
+	t.Helper()
+	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}, nil)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	n := func(op Op) int { return res.PerOp[op].Count }
+	want := uint64(cfg.Devices + cfg.Tasks + n(OpClaim) + n(OpRelease) + n(OpStart) + n(OpHeartbeat) +
+		n(OpCancel) + n(OpCancelAck) + n(OpCreate))
+	if rep.Events != want {
+		t.Errorf("log holds %d events, the run's counts give %d", rep.Events, want)
+	}
+	if res.Events != 0 && res.Events != want-uint64(cfg.Devices+cfg.Tasks) {
+		t.Errorf("result names %d events, want %d", res.Events, want-uint64(cfg.Devices+cfg.Tasks))
+	}
+	states := map[string]int{}
+	for _, task := range rep.State.Tasks {
+		states[task.State]++
+	}
+	if states[projections.StatePending] != cfg.Tasks || states[projections.StateCanceled] != n(OpCancelAck) ||
+		len(rep.State.Tasks) != cfg.Tasks+n(OpCreate) {
+		t.Errorf("task states %v, want %d PENDING and %d CANCELED", states, cfg.Tasks, n(OpCancelAck))
+	}
+	for _, d := range rep.State.Devices {
+		if d.OpenTask != "" {
+			if task := rep.State.Tasks[d.OpenTask]; task != nil && task.Open() {
+				t.Errorf("device %s still holds task %s (%s)", d.ID, task.ID, task.State)
+			}
+		}
+	}
+}
+
+func TestInProcessRunCountsAndVerifies(t *testing.T) {
+	cfg := Config{Devices: 4, Tasks: 8, Commands: 300, ManualClock: true}
+	dir := t.TempDir()
+	res, err := InProcessScenario(context.Background(), dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, res, cfg.Devices)
+	if res.Durable < cfg.Commands {
+		t.Errorf("durable %d < the %d commands asked for", res.Durable, cfg.Commands)
+	}
+	checkLedger(t, dir, res, cfg)
+}
+
+func TestHTTPRunCountsAndVerifies(t *testing.T) {
+	cfg := Config{Devices: 4, Tasks: 8, Commands: 150}
+	dir := t.TempDir()
+	ls, err := ServeLocal(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := HTTPScenario(context.Background(), ls.URL, ls.AdminToken, cfg)
+	if cerr := ls.Close(); cerr != nil {
+		t.Errorf("close: %v", cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, res, cfg.Devices)
+	checkLedger(t, dir, res, cfg)
+}
+
+func TestRawBaselinesCount(t *testing.T) {
+	dir := t.TempDir()
+	one, err := RawOneTx(dir, RawStop{Puts: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Durable != 20 || one.PerOp[OpPut].Count != 20 {
+		t.Errorf("one tx per command: %d durable, want 20", one.Durable)
+	}
+	gc, err := RawGroupCommit(dir, 8, RawStop{Puts: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gc.Durable != 200 || gc.Errors != 0 {
+		t.Errorf("group commit: %d durable, %d errors, want 200 and 0", gc.Durable, gc.Errors)
+	}
+}

@@ -1,0 +1,18 @@
+// Package bench is taskledger's load generator and its baselines.
+//
+// A run drives N simulated devices through the device lifecycle against a
+// Driver: claim → release, or claim → start → heartbeat → heartbeat →
+// (operator cancel) → heartbeat that sees cancel_requested → cancel-ack,
+// after which the operator creates a replacement task so the claimable pool
+// stays constant. Two drivers exist: InProcess calls commands.Engine.Do on a
+// node opened with app.Open (the real sequencer, fsync on), and HTTP speaks
+// the api.md contract to a running server. Only commands acknowledged
+// without error count as durable: the sequencer answers a command after its
+// batch committed, and the HTTP server answers after the sequencer did.
+//
+// The raw baselines (raw.go) measure what bbolt alone does on the same
+// machine: one transaction per put, and group commit with a batching
+// goroutine. They are the ceiling the ledger's figures are compared with in
+// docs/performance.md. Only this package, ledger/ and snapshots/ import
+// bbolt.
+package bench

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Op is one kind of command a run issues.
+type Op int
+
+// The ops a run issues, in report order.
+const (
+	OpPresence Op = iota
+	OpClaim
+	OpClaimEmpty // a claim-next answered 204 (no claimable task): durable, recorded
+	OpRelease
+	OpStart
+	OpHeartbeat
+	OpCancel // the operator's cancel of a running task
+	OpCancelAck
+	OpCreate // the operator's replacement task
+	OpPut    // raw baselines: one bbolt put
+	numOps
+)
+
+var opNames = [numOps]string{"presence", "claim", "claim-204", "release", "start", "heartbeat", "cancel", "cancel-ack", "create", "put"}
+
+func (o Op) String() string { return opNames[o] }
+
+// recorder collects one worker's latencies; it is not shared.
+type recorder struct {
+	lat    [numOps][]time.Duration
+	errors int
+	first  error
+}
+
+func (r *recorder) add(op Op, d time.Duration) { r.lat[op] = append(r.lat[op], d) }
+
+func (r *recorder) fail(err error) {
+	r.errors++
+	if r.first == nil {
+		r.first = err
+	}
+}
+
+// Result is one scenario's figures.
+type Result struct {
+	Name    string
+	Workers int
+	Elapsed time.Duration
+	// Durable is the number of commands acknowledged after their commit.
+	Durable int
+	Errors  int
+	// FirstError is the first error a worker saw, if any.
+	FirstError error
+	P50, P99   time.Duration
+	// PerOp holds counts and latencies by op.
+	PerOp map[Op]OpStats
+	// Events is the number of events the run appended (ledger runs).
+	Events uint64
+}
+
+// OpStats is one op's count and latency percentiles.
+type OpStats struct {
+	Count    int
+	P50, P99 time.Duration
+}
+
+// PerSecond is the durable commands per second.
+func (r *Result) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Durable) / r.Elapsed.Seconds()
+}
+
+// merge builds a Result from the workers' recorders.
+func merge(name string, workers int, elapsed time.Duration, recs []*recorder) *Result {
+	res := &Result{Name: name, Workers: workers, Elapsed: elapsed, PerOp: map[Op]OpStats{}}
+	var all []time.Duration
+	for op := Op(0); op < numOps; op++ {
+		var lat []time.Duration
+		for _, r := range recs {
+			lat = append(lat, r.lat[op]...)
+		}
+		if len(lat) == 0 {
+			continue
+		}
+		slices.Sort(lat)
+		res.PerOp[op] = OpStats{Count: len(lat), P50: pct(lat, 50), P99: pct(lat, 99)}
+		res.Durable += len(lat)
+		all = append(all, lat...)
+	}
+	slices.Sort(all)
+	res.P50, res.P99 = pct(all, 50), pct(all, 99)
+	for _, r := range recs {
+		res.Errors += r.errors
+		if res.FirstError == nil {
+			res.FirstError = r.first
+		}
+	}
+	return res
+}
+
+// pct is the p-th percentile (nearest rank) of sorted.
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p+99)/100 - 1
+	return sorted[max(i, 0)]
+}
+
+// Line is the one-line report of a scenario.
+func (r *Result) Line() string {
+	s := fmt.Sprintf("%-28s %9.0f durable cmds/s  p50 %8s  p99 %8s  (%d cmds in %s",
+		r.Name, r.PerSecond(), round(r.P50), round(r.P99), r.Durable, r.Elapsed.Round(time.Millisecond))
+	if r.Events > 0 {
+		s += fmt.Sprintf(", %d events", r.Events)
+	}
+	if r.Errors > 0 {
+		s += fmt.Sprintf(", %d ERRORS, first: %v", r.Errors, r.FirstError)
+	}
+	return s + ")"
+}
+
+// OpLine details a ledger scenario by op.
+func (r *Result) OpLine() string {
+	var parts []string
+	for op := Op(0); op < numOps; op++ {
+		if st, ok := r.PerOp[op]; ok && op != OpPut {
+			parts = append(parts, fmt.Sprintf("%s %d (p50 %s p99 %s)", op, st.Count, round(st.P50), round(st.P99)))
+		}
+	}
+	return "    by op: " + strings.Join(parts, ", ")
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	case d >= 100*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(100 * time.Nanosecond)
+}
