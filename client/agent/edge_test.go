@@ -103,3 +103,29 @@ func TestCommandLine(t *testing.T) {
 		t.Fatalf("status: %d %q", code, out.String())
 	}
 }
+
+// SIGTERM while a task runs stops only the next claim: the running task
+// is carried to its end (here: a cancel, acknowledged), the next pending
+// task is not claimed, and the agent exits 0.
+func TestSignalStopsOnlyTheNextClaim(t *testing.T) {
+	w := newWorld(t)
+	block := w.task(t, "block", 1, 0)
+	next := w.task(t, "ok", 2, 0)
+	a := w.run(t)
+	line, _ := a.WaitLine(t, 0, "work launched", "task="+block)
+	killWork(t, line)
+	a.WaitLine(t, 0, "helper running mode=block")
+	a.Signal(syscall.SIGTERM)
+	a.WaitLine(t, 0, "signal: no new claim")
+	w.srv.MustDo(t, "POST", "/admin/tasks/"+block+"/cancel", map[string]any{"reason": "stop"})
+	a.WaitLine(t, 0, "task finished", "task="+block, "outcome=CANCELED")
+	if code := a.Wait(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, a.Stderr())
+	}
+	if d := w.srv.Task(t, next); d["state"] != "PENDING" {
+		t.Fatalf("next task %v", d["state"])
+	}
+	if n := len(w.claimSeen()); n != 1 {
+		t.Fatalf("%d claims", n)
+	}
+}
