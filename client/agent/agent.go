@@ -1,0 +1,317 @@
+// Package agent implements `taskledger agent …`: enroll, run, status and
+// resolve, on top of client/device.
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"taskledger/client"
+	"taskledger/client/device"
+	"taskledger/client/localstate"
+)
+
+const usage = `usage: taskledger agent <command> [flags]
+
+commands:
+  enroll --server URL --device-id ID --token-file F [--key-file PATH]
+  run --exec CMD [--poll 2s] [--check NAME=true|false]... [--heartbeat D]
+  status [--json]
+  resolve TASK_ID
+every command takes --state DIR (default: the user's state directory)
+`
+
+// env carries what tests replace: the clock and the signal source.
+type env struct {
+	clock   client.Clock
+	signals <-chan os.Signal
+	// device options for tests (timeouts, CAs, send hook).
+	devOpts device.Options
+}
+
+// Main runs `taskledger agent` with args (the words after "agent") and
+// returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "run" {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+		defer signal.Stop(ch)
+		return mainWith(args, stdout, stderr, env{clock: client.SystemClock{}, signals: ch})
+	}
+	return mainWith(args, stdout, stderr, env{clock: client.SystemClock{}})
+}
+
+func mainWith(args []string, stdout, stderr io.Writer, e env) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	stderr = &syncWriter{w: stderr}
+	var code int
+	switch args[0] {
+	case "enroll":
+		code = cmdEnroll(args[1:], stdout, stderr, e)
+	case "run":
+		code = cmdRun(args[1:], stdout, stderr, e)
+	case "status":
+		code = cmdStatus(args[1:], stdout, stderr)
+	case "resolve":
+		code = cmdResolve(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stderr, "taskledger agent: unknown command %q\n%s", args[0], usage)
+		return ExitUsage
+	}
+	return code
+}
+
+// parse parses flags that may stand before or after positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("taskledger agent "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "", "state directory (default: the user's state directory)")
+	return fs, state
+}
+
+func stateDir(flagVal string) (string, error) {
+	if flagVal != "" {
+		return flagVal, nil
+	}
+	return localstate.DefaultDir()
+}
+
+// fail prints err and maps it to an exit code.
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "taskledger agent: %v\n", err)
+	switch {
+	case errors.Is(err, device.ErrNeedsPerson):
+		fmt.Fprintln(stderr, "taskledger agent: see `taskledger agent status`; after an operator dealt with the task on the server, run `taskledger agent resolve ID`")
+		return ExitNeedsPerson
+	case errors.Is(err, client.ErrUnauthorized):
+		return ExitUnauthorized
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	}
+	return ExitError
+}
+
+func cmdEnroll(args []string, stdout, stderr io.Writer, e env) int {
+	fs, state := newFlags("enroll", stderr)
+	server := fs.String("server", "", "server URL (https, or http to loopback)")
+	devID := fs.String("device-id", "", "device id (UUID)")
+	tokenFile := fs.String("token-file", "", "file holding the device token alone")
+	keyFile := fs.String("key-file", "", "encryption key file (created 0600 when missing)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 0 || *server == "" || *devID == "" || *tokenFile == "" {
+		return fail(stderr, fmt.Errorf("%w: enroll --server URL --device-id ID --token-file F [--key-file PATH]", ErrUsage))
+	}
+	dir, err := stateDir(*state)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	err = device.Enroll(device.EnrollOptions{StateDir: dir, ServerURL: *server, DeviceID: *devID,
+		TokenFile: *tokenFile, KeyFile: *keyFile, Clock: e.clock})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "enrolled device %s with %s (state %s); the token file may now be deleted\n", *devID, *server, dir)
+	return ExitOK
+}
+
+func cmdResolve(args []string, stdout, stderr io.Writer) int {
+	fs, state := newFlags("resolve", stderr)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		return fail(stderr, fmt.Errorf("%w: resolve TASK_ID", ErrUsage))
+	}
+	dir, err := stateDir(*state)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if err := device.Resolve(dir, pos[0]); err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "resolved %s; the agent may claim again\n", pos[0])
+	return ExitOK
+}
+
+// statusView is what `agent status --json` prints: no secrets.
+type statusView struct {
+	State       string              `json:"state_dir"`
+	Enrolled    bool                `json:"enrolled"`
+	Server      string              `json:"server,omitempty"`
+	DeviceID    string              `json:"device_id,omitempty"`
+	KeySource   string              `json:"key_source,omitempty"`
+	KeyFile     string              `json:"key_file,omitempty"`
+	SessionID   string              `json:"session_id,omitempty"`
+	Pending     *pendingView        `json:"pending"`
+	Active      *activeView         `json:"active"`
+	NeedsPerson []localstate.Manual `json:"needs_person"`
+}
+
+type pendingView struct {
+	Kind   string `json:"kind"`
+	Op     string `json:"op,omitempty"`
+	Key    string `json:"key"`
+	TaskID string `json:"task_id,omitempty"`
+}
+
+type activeView struct {
+	TaskID         string    `json:"task_id"`
+	Generation     int64     `json:"generation"`
+	State          string    `json:"state"`
+	Version        int64     `json:"version"`
+	ExecutionID    string    `json:"execution_id,omitempty"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	Launched       bool      `json:"launched"`
+}
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	fs, state := newFlags("status", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 0 {
+		return fail(stderr, fmt.Errorf("%w: status takes no arguments", ErrUsage))
+	}
+	dir, err := stateDir(*state)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	store, st, err := device.OpenStore(dir)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer store.Close()
+	v := statusView{State: dir, SessionID: st.SessionID, NeedsPerson: st.Manual}
+	if v.NeedsPerson == nil {
+		v.NeedsPerson = []localstate.Manual{}
+	}
+	if id := st.Identity; id != nil {
+		v.Enrolled, v.Server, v.DeviceID, v.KeySource, v.KeyFile = true, id.ServerURL, id.DeviceID, id.KeySource, id.KeyFile
+	}
+	if p := st.Pending; p != nil {
+		v.Pending = &pendingView{Kind: p.Kind, Op: p.Op, Key: p.Key, TaskID: p.TaskID}
+	}
+	if a := st.Active; a != nil {
+		v.Active = &activeView{TaskID: a.TaskID, Generation: a.Generation, State: a.State, Version: a.Version,
+			ExecutionID: a.ExecutionID, LeaseExpiresAt: a.LeaseExpiresAt, Launched: a.Launched}
+		if a.Launched && a.State != client.StateClaimed {
+			v.NeedsPerson = append(v.NeedsPerson, localstate.Manual{ID: a.TaskID, TaskID: a.TaskID, Generation: a.Generation,
+				ExecutionID: a.ExecutionID, Reason: "the task was running when the agent stopped; it is not run again"})
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+		return ExitOK
+	}
+	printStatus(stdout, v)
+	return ExitOK
+}
+
+func printStatus(w io.Writer, v statusView) {
+	fmt.Fprintf(w, "state:      %s\n", v.State)
+	if !v.Enrolled {
+		fmt.Fprintln(w, "enrolled:   no")
+		return
+	}
+	fmt.Fprintf(w, "server:     %s\ndevice:     %s\nkey source: %s %s\nsession:    %s\n",
+		v.Server, v.DeviceID, v.KeySource, v.KeyFile, v.SessionID)
+	if p := v.Pending; p != nil {
+		fmt.Fprintf(w, "pending:    %s %s key=%s task=%s (outcome unknown, will be replayed)\n", p.Kind, p.Op, p.Key, p.TaskID)
+	} else {
+		fmt.Fprintln(w, "pending:    none")
+	}
+	if a := v.Active; a != nil {
+		fmt.Fprintf(w, "active:     task %s generation %d state %s version %d execution %s lease until %s launched %v\n",
+			a.TaskID, a.Generation, a.State, a.Version, a.ExecutionID, client.FormatTime(a.LeaseExpiresAt), a.Launched)
+	} else {
+		fmt.Fprintln(w, "active:     none")
+	}
+	if len(v.NeedsPerson) == 0 {
+		fmt.Fprintln(w, "needs a person: none")
+	}
+	for _, m := range v.NeedsPerson {
+		fmt.Fprintf(w, "NEEDS A PERSON: %s (task %s, generation %d): %s\n", m.ID, m.TaskID, m.Generation, m.Reason)
+	}
+}
+
+// syncWriter serializes writes (logger and child stderr share it).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func newLogger(w io.Writer, clock client.Clock) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.String(slog.TimeKey, client.FormatTime(clock.Now()))
+			}
+			return a
+		},
+	}))
+}
+
+func splitChecks(vals []string) (map[string]bool, error) {
+	m := map[string]bool{}
+	for _, v := range vals {
+		name, val, ok := strings.Cut(v, "=")
+		if !ok || (val != "true" && val != "false") {
+			return nil, fmt.Errorf("%w: --check NAME=true|false, got %q", ErrUsage, v)
+		}
+		m[name] = val == "true"
+	}
+	if len(m) == 0 {
+		m["agent_running"] = true
+	}
+	return m, nil
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"taskledger/client/internal/e2e"
+)
+
+var bins e2e.Binaries
+
+// helperArg makes the test binary act as the agent's work command.
+const helperArg = "taskledger-test-helper"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == helperArg {
+		os.Exit(helperMain())
+	}
+	dir, err := os.MkdirTemp("", "tl-agent-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins, err = e2e.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// helperMain is the work command: it reads the task payload on stdin and
+// acts on "mode": ok (print a result), exit (exit with "code"), block
+// (wait for SIGTERM), bad (print something that is not JSON). Every run
+// appends a line to the file named by "runs".
+func helperMain() int {
+	var p struct {
+		Mode string `json:"mode"`
+		N    int    `json:"n"`
+		Code int    `json:"code"`
+		Runs string `json:"runs"`
+	}
+	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: bad payload:", err)
+		return 90
+	}
+	if p.Runs != "" {
+		f, err := os.OpenFile(p.Runs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			fmt.Fprintf(f, "%s %d\n", p.Mode, p.N)
+			f.Close()
+		}
+	}
+	fmt.Fprintf(os.Stderr, "helper running mode=%s n=%d\n", p.Mode, p.N)
+	switch p.Mode {
+	case "ok":
+		fmt.Printf("{\"ok\": %d}\n", p.N)
+		return 0
+	case "exit":
+		return p.Code
+	case "block":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM)
+		<-ch
+		return 0
+	case "bad":
+		fmt.Println("not json")
+		return 0
+	}
+	return 91
+}

@@ -1,0 +1,214 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/google/shlex"
+
+	"taskledger/client"
+	"taskledger/client/device"
+)
+
+const (
+	appVersion       = "taskledger-agent/1"
+	targetAppVersion = "none"
+	// presenceEvery is how often presence is refreshed while idle.
+	presenceEvery   = 30 * time.Second
+	minHeartbeat    = 50 * time.Millisecond
+	backoffMin      = 250 * time.Millisecond
+	backoffMax      = 30 * time.Second
+	terminateGrace  = 30 * time.Second
+	maxResultLength = 2048
+)
+
+type runner struct {
+	dev       *device.Device
+	log       *slog.Logger
+	clock     client.Clock
+	argv      []string
+	poll      time.Duration
+	heartbeat time.Duration
+	checks    map[string]bool
+	stderr    io.Writer
+	signals   <-chan os.Signal
+	// stopping: no new claim; quitting: leave as soon as possible, keeping
+	// everything for recovery.
+	stopping, quitting bool
+	lastPresence       time.Time
+	presenceOK         bool
+	backoff            time.Duration
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
+	fs, state := newFlags("run", stderr)
+	execCmd := fs.String("exec", "", "command to run per task (split like a shell, run without one)")
+	poll := fs.Duration("poll", 2*time.Second, "how often to ask for work while idle")
+	hb := fs.Duration("heartbeat", 0, "heartbeat interval while running (default and maximum: a third of the running lease)")
+	var checks listFlag
+	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default agent_running=true)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 0 || *execCmd == "" {
+		return fail(stderr, fmt.Errorf("%w: run --exec CMD [--poll 2s] [--check NAME=true|false]...", ErrUsage))
+	}
+	argv, err := shlex.Split(*execCmd)
+	if err != nil || len(argv) == 0 {
+		return fail(stderr, fmt.Errorf("%w: %q", ErrBadExec, *execCmd))
+	}
+	chk, err := splitChecks(checks)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *poll < 10*time.Millisecond {
+		return fail(stderr, fmt.Errorf("%w: --poll must be at least 10ms", ErrUsage))
+	}
+	dir, err := stateDir(*state)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	log := newLogger(stderr, e.clock)
+	o := e.devOpts
+	o.StateDir, o.Clock, o.Logger = dir, e.clock, log
+	// Open decrypts every secret first: any state or key problem stops here,
+	// before a single request.
+	dev, err := device.Open(o)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer dev.Close()
+	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
+		stderr: stderr, signals: e.signals}
+	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
+	err = r.loop(context.Background())
+	if err != nil {
+		return fail(stderr, err)
+	}
+	log.Info("agent stopped")
+	return ExitOK
+}
+
+// loop runs until stopped (nil) or a condition a person must see (error).
+func (r *runner) loop(ctx context.Context) error {
+	for {
+		if err := r.dev.CheckManual(); err != nil {
+			return err
+		}
+		if r.quitting {
+			return nil
+		}
+		st := r.dev.State()
+		if p := st.Pending; p != nil && p.Kind != "claim" {
+			if err := r.dev.ReplayPending(ctx); err != nil {
+				if err := r.retryable(err); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if st.Active != nil {
+			if err := r.work(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if r.stopping {
+			if st.Pending != nil {
+				r.log.Warn("stopping with a claim of unknown outcome; it is kept and replayed on the next start", "key", st.Pending.Key)
+			}
+			return nil
+		}
+		if !r.presenceOK || r.clock.Now().Sub(r.lastPresence) >= presenceEvery {
+			if err := r.presence(ctx, ""); err != nil {
+				if err := r.retryable(err); err != nil {
+					return err
+				}
+				continue
+			}
+			if !r.presenceOK {
+				r.wait(r.poll)
+				continue
+			}
+		}
+		out, err := r.dev.Claim(ctx)
+		switch {
+		case err == nil && out.NoTask:
+			r.backoff = 0
+			r.wait(max(r.poll, out.RetryAfter))
+		case err == nil:
+			r.backoff = 0
+		case client.IsCode(err, client.CodeDeviceNotReady):
+			r.presenceOK = false
+			r.wait(r.poll)
+		default:
+			if err := r.retryable(err); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// retryable waits with backoff after an unknown outcome, or returns the
+// error when it is not one to retry.
+func (r *runner) retryable(err error) error {
+	if errors.Is(err, client.ErrUnknownOutcome) {
+		r.backoff = min(max(r.backoff*2, backoffMin), backoffMax)
+		d := r.backoff/2 + rand.N(r.backoff/2+1)
+		r.log.Warn("will replay the same request", "in", d.String(), "err", err.Error())
+		r.wait(d)
+		return nil
+	}
+	if errors.Is(err, device.ErrClaimLost) {
+		return nil
+	}
+	return err
+}
+
+// presence sends the presence heartbeat with the readiness checks.
+func (r *runner) presence(ctx context.Context, activeTask string) error {
+	res, err := r.dev.Client().Heartbeat(ctx, client.Presence{AppVersion: appVersion,
+		OSVersion: runtime.GOOS + "/" + runtime.GOARCH, TargetAppVersion: targetAppVersion,
+		Checks: r.checks, ActiveTaskID: activeTask, ClientTime: r.clock.Now()})
+	if err != nil {
+		return err
+	}
+	r.lastPresence = r.clock.Now()
+	r.presenceOK = res.Claimable
+	if !res.Claimable {
+		r.log.Warn("device not claimable", "missing_checks", fmt.Sprint(res.MissingChecks))
+	}
+	return nil
+}
+
+// wait waits d, or less when a signal arrives.
+func (r *runner) wait(d time.Duration) {
+	if r.quitting {
+		return
+	}
+	t := r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case s := <-r.signals:
+		r.onSignal(s)
+	}
+}
+
+func (r *runner) onSignal(s os.Signal) {
+	if !r.stopping {
+		r.stopping = true
+		r.log.Info("signal: no new claim; the current task is finished first (signal again to leave at once, keeping state)", "signal", s.String())
+		return
+	}
+	r.quitting = true
+	r.log.Info("second signal: leaving now; everything is kept for recovery", "signal", s.String())
+}

@@ -1,0 +1,408 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Heartbeat sends the presence heartbeat (no Idempotency-Key).
+func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, error) {
+	const op = "heartbeat"
+	if len(p.Checks) == 0 || len(p.Checks) > 16 {
+		return PresenceResult{}, fmt.Errorf("%w: 1-16 checks required", ErrInvalidCall)
+	}
+	for name := range p.Checks {
+		if !checkNameRE.MatchString(name) {
+			return PresenceResult{}, fmt.Errorf("%w: check name %q", ErrInvalidCall, name)
+		}
+	}
+	for _, v := range []string{p.AppVersion, p.OSVersion, p.TargetAppVersion} {
+		if !printable(v, 1, 64) {
+			return PresenceResult{}, fmt.Errorf("%w: versions must be 1-64 printable ASCII", ErrInvalidCall)
+		}
+	}
+	body := map[string]any{
+		"device_id": c.deviceID, "app_version": p.AppVersion, "os_version": p.OSVersion,
+		"target_app_version": p.TargetAppVersion, "checks": p.Checks, "active_task_id": nil,
+	}
+	if p.ActiveTaskID != "" {
+		if !IsUUID(p.ActiveTaskID) {
+			return PresenceResult{}, fmt.Errorf("%w: active task id", ErrInvalidCall)
+		}
+		body["active_task_id"] = p.ActiveTaskID
+	}
+	if !p.ClientTime.IsZero() {
+		body["client_time"] = FormatTime(p.ClientTime)
+	}
+	data, _ := json.Marshal(body)
+	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/heartbeat", body: data}, MaxJSONResponse)
+	if err != nil {
+		return PresenceResult{}, err
+	}
+	if r.status != http.StatusOK {
+		return PresenceResult{}, classify(op, r, presenceStatuses)
+	}
+	o, err := jsonOK(op, r)
+	if err != nil {
+		return PresenceResult{}, err
+	}
+	var out PresenceResult
+	out.ServerTime = o.time("server_time")
+	out.Claimable = o.boolean("claimable")
+	out.MissingChecks = o.stringList("missing_checks", checkNameRE)
+	out.PresenceExpiresAt = o.time("presence_expires_at")
+	if o.has("active_task_id") && !o.isNull("active_task_id") {
+		out.ActiveTaskID = o.uuid("active_task_id")
+	} else {
+		o.raw("active_task_id")
+	}
+	out.ActiveTaskMismatch = o.boolean("active_task_mismatch")
+	if err := o.done(); err != nil {
+		return PresenceResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	return out, nil
+}
+
+// ClaimBody is the exact claim-next body.
+func (c *Client) ClaimBody(sessionID string) []byte {
+	data, _ := json.Marshal(struct {
+		DeviceID  string `json:"device_id"`
+		SessionID string `json:"session_id"`
+	}{c.deviceID, sessionID})
+	return data
+}
+
+// Claim sends claim-next. A 204 is a definitive "no task"; only then may
+// the caller use a new key next time.
+func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error) {
+	const op = "claim-next"
+	if !IsUUID(call.Key) || !IsUUID(call.SessionID) {
+		return ClaimResult{}, fmt.Errorf("%w: key and session id must be UUIDv4", ErrInvalidCall)
+	}
+	if call.ClaimToken != "" && !IsClientClaimToken(call.ClaimToken) {
+		return ClaimResult{}, fmt.Errorf("%w: malformed client claim token", ErrInvalidCall)
+	}
+	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/tasks/claim-next",
+		key: call.Key, claimToken: call.ClaimToken, body: c.ClaimBody(call.SessionID)}, MaxJSONResponse)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	replayed := r.header.Get("Idempotent-Replayed") == "true"
+	switch r.status {
+	case http.StatusNoContent:
+		if len(r.body) != 0 {
+			return ClaimResult{}, unknown(op, r.status, 0, "204 with a body")
+		}
+		ra := r.retryAfter
+		if ra == 0 {
+			ra = 2 * time.Second
+		}
+		return ClaimResult{NoTask: true, RetryAfter: ra, Replayed: replayed}, nil
+	case http.StatusOK:
+	default:
+		return ClaimResult{}, classify(op, r, claimStatuses)
+	}
+	o, err := jsonOK(op, r)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	cl := &Claim{}
+	t := o.object("task")
+	cl.TaskID = t.uuid("id")
+	cl.Payload = t.raw("payload")
+	if len(cl.Payload) > 0 && cl.Payload[0] != '{' {
+		t.fail("payload", "not an object")
+	}
+	cl.Revision = t.integer("revision", 1)
+	cl.CreatedAt = t.time("created_at")
+	if t.has("reference_image_url") {
+		cl.ReferenceImageURL = t.str("reference_image_url")
+		if t.err == nil && cl.ReferenceImageURL != "/api/v1/device/tasks/"+cl.TaskID+"/reference-image" {
+			t.fail("reference_image_url", "unexpected value")
+		}
+	}
+	k := o.object("claim")
+	cl.Generation = k.integer("generation", 1)
+	cl.SessionID = k.uuid("session_id")
+	if k.has("token") {
+		cl.ServerToken = k.match("token", hex64RE, "a server-issued claim token")
+	}
+	cl.LeaseExpiresAt = k.time("lease_expires_at")
+	cl.AuthorizationExpiresAt = k.time("authorization_expires_at")
+	cl.State = o.str("state")
+	cl.Version = o.integer("version", 1)
+	gen := o.integer("claim_generation", 1)
+	cl.ServerTime = o.time("server_time")
+	lease := o.time("lease_expires_at")
+	if err := o.done(t, k); err != nil {
+		return ClaimResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	switch {
+	case cl.State != StateClaimed:
+		err = fmt.Errorf("state %q, want CLAIMED", cl.State)
+	case gen != cl.Generation:
+		err = fmt.Errorf("claim_generation differs from claim.generation")
+	case cl.SessionID != call.SessionID:
+		err = fmt.Errorf("claim.session_id is not ours")
+	case !lease.Equal(cl.LeaseExpiresAt):
+		err = fmt.Errorf("lease_expires_at differs from claim.lease_expires_at")
+	case call.ClaimToken != "" && cl.ServerToken != "":
+		err = fmt.Errorf("server issued a token for a client-issued claim")
+	case call.ClaimToken == "" && cl.ServerToken == "":
+		err = fmt.Errorf("no claim token in the answer")
+	}
+	if err != nil {
+		return ClaimResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	return ClaimResult{Claim: cl, Replayed: replayed}, nil
+}
+
+// Body builders for task-scoped calls. Each returns the exact JSON bytes
+// to persist and send.
+
+// RenewBody builds the lease/renew body.
+func (c *Client) RenewBody(gen int64, sessionID string, expectedLease time.Time) []byte {
+	return c.body(gen, map[string]any{"session_id": sessionID, "expected_lease_expires_at": FormatTime(expectedLease)})
+}
+
+// ReleaseBody builds the release body.
+func (c *Client) ReleaseBody(gen, expectedVersion int64) []byte {
+	return c.body(gen, map[string]any{"expected_version": expectedVersion})
+}
+
+// StartBody builds the start body.
+func (c *Client) StartBody(gen, expectedVersion int64) []byte {
+	return c.body(gen, map[string]any{"expected_version": expectedVersion})
+}
+
+// HeartbeatBody builds the running heartbeat body; clientTime is omitted
+// when zero.
+func (c *Client) HeartbeatBody(gen int64, executionID, step string, clientTime time.Time) []byte {
+	m := map[string]any{"execution_id": executionID, "step": step}
+	if !clientTime.IsZero() {
+		m["client_time"] = FormatTime(clientTime)
+	}
+	return c.body(gen, m)
+}
+
+// AwaitConfirmationBody builds the await-confirmation body.
+func (c *Client) AwaitConfirmationBody(gen int64, executionID string, expectedVersion int64, reason string) []byte {
+	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion, "reason": reason})
+}
+
+// ResumeBody builds the resume body.
+func (c *Client) ResumeBody(gen int64, executionID string, expectedVersion int64) []byte {
+	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion})
+}
+
+// CompleteBody builds the complete body; result must be a JSON object.
+func (c *Client) CompleteBody(gen int64, executionID string, expectedVersion int64, result json.RawMessage) []byte {
+	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion, "result": result})
+}
+
+// FailBody builds the fail body.
+func (c *Client) FailBody(gen int64, executionID string, expectedVersion int64, reasonCode, detail string) []byte {
+	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion,
+		"reason_code": reasonCode, "detail": detail})
+}
+
+// CancelAckBody builds the cancel-ack body.
+func (c *Client) CancelAckBody(gen int64, executionID string, expectedVersion int64) []byte {
+	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion})
+}
+
+func (c *Client) body(gen int64, m map[string]any) []byte {
+	m["device_id"] = c.deviceID
+	m["claim_generation"] = gen
+	data, _ := json.Marshal(m) // map keys are sorted: deterministic bytes
+	return data
+}
+
+// Task sends one task-scoped call and validates the answer against the
+// call (task, generation, execution, step, expected state).
+func (c *Client) Task(ctx context.Context, call TaskCall) (TaskResult, error) {
+	op := string(call.Op)
+	states, ok := resultStates[call.Op]
+	if !ok {
+		return TaskResult{}, fmt.Errorf("%w: unknown op %q", ErrInvalidCall, op)
+	}
+	if !IsUUID(call.TaskID) || !IsUUID(call.Key) || call.Generation < 1 {
+		return TaskResult{}, fmt.Errorf("%w: task id, key and generation required", ErrInvalidCall)
+	}
+	if !IsClientClaimToken(call.ClaimToken) && !IsServerClaimToken(call.ClaimToken) {
+		return TaskResult{}, fmt.Errorf("%w: malformed claim token", ErrInvalidCall)
+	}
+	if len(call.Body) == 0 || len(call.Body) > MaxJSONRequest {
+		return TaskResult{}, fmt.Errorf("%w: body must be 1-%d bytes", ErrInvalidCall, MaxJSONRequest)
+	}
+	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/tasks/" + call.TaskID + "/" + op,
+		key: call.Key, claimToken: call.ClaimToken, body: call.Body}, MaxJSONResponse)
+	if err != nil {
+		return TaskResult{}, err
+	}
+	if r.status != http.StatusOK {
+		return TaskResult{}, classify(op, r, taskStatuses)
+	}
+	o, err := jsonOK(op, r)
+	if err != nil {
+		return TaskResult{}, err
+	}
+	var out TaskResult
+	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
+	out.TaskID = o.uuid("task_id")
+	out.State = o.str("state")
+	out.Version = o.integer("version", 1)
+	out.ClaimGeneration = o.integer("claim_generation", 1)
+	if o.has("execution_id") {
+		out.ExecutionID = o.uuid("execution_id")
+	}
+	out.ServerTime = o.time("server_time")
+	if o.has("lease_expires_at") && o.isNull("lease_expires_at") {
+		if out.State == StateClaimed || out.State == StateRunning || out.State == StateWaitingConfirmation {
+			o.fail("lease_expires_at", "null for an open task")
+		}
+	} else {
+		out.LeaseExpiresAt = o.time("lease_expires_at")
+	}
+	out.CancelRequested = o.boolean("cancel_requested")
+	if call.Op == OpHeartbeat || o.has("step") {
+		// Required on heartbeat answers; tolerated on others (the running
+		// execution's last step).
+		out.Step = o.str("step")
+	}
+	if err := o.done(); err != nil {
+		return TaskResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	switch {
+	case out.TaskID != call.TaskID:
+		err = fmt.Errorf("answer names another task")
+	case out.ClaimGeneration != call.Generation:
+		err = fmt.Errorf("answer names another claim generation")
+	case !contains(states, out.State):
+		err = fmt.Errorf("state %q not possible after %s", out.State, op)
+	case call.ExecutionID != "" && out.ExecutionID != call.ExecutionID:
+		err = fmt.Errorf("answer names another execution")
+	case call.Op == OpStart && out.ExecutionID == "":
+		err = fmt.Errorf("start answer without execution_id")
+	case call.Op == OpHeartbeat && out.Step != call.Step:
+		err = fmt.Errorf("heartbeat answer with another step")
+	}
+	if err != nil {
+		return TaskResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	return out, nil
+}
+
+// Evidence uploads one PNG to the execution the device owns.
+func (c *Client) Evidence(ctx context.Context, call EvidenceCall) (EvidenceResult, error) {
+	const op = "evidence"
+	if !IsUUID(call.TaskID) || !IsUUID(call.Key) || !IsUUID(call.ExecutionID) || call.Generation < 1 {
+		return EvidenceResult{}, fmt.Errorf("%w: task, key, execution and generation required", ErrInvalidCall)
+	}
+	if !IsClientClaimToken(call.ClaimToken) && !IsServerClaimToken(call.ClaimToken) {
+		return EvidenceResult{}, fmt.Errorf("%w: malformed claim token", ErrInvalidCall)
+	}
+	if len(call.PNG) == 0 || len(call.PNG) > MaxEvidence || int64(len(call.PNG)) != call.Size {
+		return EvidenceResult{}, fmt.Errorf("%w: evidence must be 1-%d bytes and match its size", ErrInvalidCall, MaxEvidence)
+	}
+	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/tasks/" + call.TaskID + "/evidence",
+		key: call.Key, claimToken: call.ClaimToken, contentType: "image/png", body: call.PNG,
+		extra: map[string]string{
+			"X-Claim-Generation": strconv.FormatInt(call.Generation, 10),
+			"X-Execution-Id":     call.ExecutionID,
+			"X-Evidence-Kind":    "screenshot",
+			"X-Captured-At":      FormatTime(call.CapturedAt),
+		}}, MaxJSONResponse)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if r.status != http.StatusCreated {
+		return EvidenceResult{}, classify(op, r, evidenceStatuses)
+	}
+	o, err := jsonOK(op, r)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	var out EvidenceResult
+	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
+	out.EvidenceID = o.uuid("evidence_id")
+	out.SHA256 = o.match("sha256", hex64RE, "a SHA-256")
+	out.Size = o.integer("size", 1)
+	out.Kind = o.str("kind")
+	out.CapturedAt = o.time("captured_at")
+	if err := o.done(); err != nil {
+		return EvidenceResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	if out.SHA256 != call.SHA256 || out.Size != call.Size || out.Kind != "screenshot" ||
+		!out.CapturedAt.Equal(call.CapturedAt.UTC().Truncate(time.Millisecond)) {
+		return EvidenceResult{}, unknown(op, r.status, 0, "answer does not describe the uploaded file")
+	}
+	return out, nil
+}
+
+// ReferenceImage downloads the task's reference image (JPEG).
+func (c *Client) ReferenceImage(ctx context.Context, taskID, claimToken string, gen int64) ([]byte, error) {
+	const op = "reference-image"
+	if !IsUUID(taskID) || gen < 1 || (!IsClientClaimToken(claimToken) && !IsServerClaimToken(claimToken)) {
+		return nil, fmt.Errorf("%w: task id, token and generation required", ErrInvalidCall)
+	}
+	r, err := c.send(ctx, request{op: op, method: http.MethodGet, path: "/device/tasks/" + taskID + "/reference-image",
+		claimToken: claimToken, extra: map[string]string{"X-Claim-Generation": strconv.FormatInt(gen, 10)}}, MaxReferenceImage)
+	if err != nil {
+		return nil, err
+	}
+	if r.status != http.StatusOK {
+		return nil, classify(op, r, imageStatuses)
+	}
+	mt, _, perr := mime.ParseMediaType(r.header.Get("Content-Type"))
+	if perr != nil || mt != "image/jpeg" || len(r.body) < 3 || r.body[0] != 0xFF || r.body[1] != 0xD8 {
+		return nil, unknown(op, r.status, 0, "not a JPEG image")
+	}
+	return r.body, nil
+}
+
+// send wraps do (a hook point for a single place of request assembly).
+func (c *Client) send(ctx context.Context, r request, limit int64) (*response, error) {
+	if r.contentType == "" && len(r.body) > MaxJSONRequest {
+		return nil, fmt.Errorf("%w: %s body larger than %d bytes", ErrInvalidCall, r.op, MaxJSONRequest)
+	}
+	return c.do(ctx, r, limit)
+}
+
+// jsonOK checks Content-Type and parses a success body.
+func jsonOK(op string, r *response) (*obj, error) {
+	if !isJSON(r.header) {
+		return nil, unknown(op, r.status, 0, "Content-Type is not application/json")
+	}
+	o, err := parseObj(r.body)
+	if err != nil {
+		return nil, unknown(op, r.status, 0, "%v", err)
+	}
+	return o, nil
+}
+
+func printable(s string, min, max int) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
