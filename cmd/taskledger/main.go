@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"taskledger/api"
+	"taskledger/client/agent"
 	"taskledger/cmd/taskledger/app"
 	"taskledger/ledger"
 	"taskledger/projections"
@@ -51,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdAdminToken(args[1:], stdout, stderr)
 	case "verify":
 		return cmdVerify(args[1:], stdout, stderr)
+	case "agent":
+		return agent.Main(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
