@@ -7,8 +7,13 @@
 //	events     key: big-endian uint64 seq; value: msgpack Event envelope
 //	           (fill percent 1.0: keys only ever grow)
 //	streams    key: stream name, 0x00, big-endian uint64 stream version;
-//	           value: big-endian uint64 seq (reads by stream)
+//	           value: big-endian uint64 seq (reads by stream). Complete
+//	           through meta "streams_indexed" (through the head when that
+//	           key is absent); the entries of later events are rebuilt in
+//	           memory from the events at open and written in one sorted
+//	           pass once a few thousand are pending (streamindex.go)
 //	meta       "format" → format version; "head" → msgpack Head;
+//	           "streams_indexed" → big-endian uint64 seq;
 //	           "manual_clock" → msgpack ManualClock;
 //	           "secret_check" → key-check value of the claim-token secret
 //	admin      key: admin token name; value: SHA-256 of the token

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,6 +47,9 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	path string
+	// appendMu serializes Append with the update of index after commit.
+	appendMu sync.Mutex
+	index    streamIndex
 }
 
 // ManualClock is the persisted state of the manual test clock.
@@ -104,6 +108,10 @@ func Open(dir string, opt Options) (*Store, error) {
 			db.Close()
 			return nil, err
 		}
+		if err := s.index.load(db); err != nil {
+			db.Close()
+			return nil, err
+		}
 		return s, nil
 	}
 	initialized := false
@@ -137,6 +145,9 @@ func Open(dir string, opt Options) (*Store, error) {
 	}
 	if err == nil {
 		err = s.checkFormat()
+	}
+	if err == nil {
+		err = s.index.load(db)
 	}
 	if err != nil {
 		db.Close()
@@ -210,7 +221,10 @@ func readHead(tx *bolt.Tx) (Head, error) {
 // Append writes a batch in one transaction (one fsync). It refuses a batch
 // decided against another head, or whose events do not continue it.
 func (s *Store) Append(b *Batch) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	var pending []streamEntry
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		head, err := readHead(tx)
 		if err != nil {
 			return err
@@ -220,7 +234,6 @@ func (s *Store) Append(b *Batch) error {
 		}
 		events := tx.Bucket(bucketEvents)
 		events.FillPercent = 1.0
-		streams := tx.Bucket(bucketStreams)
 		for _, e := range b.Events {
 			if e.Seq != head.Seq+1 || !bytes.Equal(e.PrevHash, head.Hash) {
 				return fmt.Errorf("%w: event seq %d after head %d", ErrBadBatch, e.Seq, head.Seq)
@@ -232,9 +245,6 @@ func (s *Store) Append(b *Batch) error {
 			if err := events.Put(u64(e.Seq), v); err != nil {
 				return err
 			}
-			if err := streams.Put(streamKey(e.Stream, e.StreamVersion), u64(e.Seq)); err != nil {
-				return err
-			}
 			head = Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
 		}
 		meta := tx.Bucket(bucketMeta)
@@ -244,6 +254,9 @@ func (s *Store) Append(b *Batch) error {
 				return err
 			}
 			if err := meta.Put(keyHead, hb); err != nil {
+				return err
+			}
+			if pending, err = s.index.write(tx, b, head); err != nil {
 				return err
 			}
 		}
@@ -275,6 +288,10 @@ func (s *Store) Append(b *Batch) error {
 		}
 		return nil
 	})
+	if err == nil && len(b.Events) > 0 {
+		s.index.set(pending)
+	}
+	return err
 }
 
 // Range calls fn for every committed event with seq > after, in order,
@@ -315,21 +332,35 @@ func (s *Store) RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) er
 
 // Stream calls fn for every event of stream, in stream order.
 func (s *Store) Stream(stream string, fn func(*Event) error) error {
+	tail := s.index.tail(stream) // before the View: see streamindex.go
 	err := s.db.View(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents)
-		c := tx.Bucket(bucketStreams).Cursor()
-		prefix := append([]byte(stream), 0)
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
-			raw := events.Get(v)
+		emit := func(seq []byte) error {
+			raw := events.Get(seq)
 			if raw == nil {
-				return fmt.Errorf("%w: stream %s points at missing seq %d", ErrCorrupt, stream, binary.BigEndian.Uint64(v))
+				return fmt.Errorf("%w: stream %s points at missing seq %d", ErrCorrupt, stream, binary.BigEndian.Uint64(seq))
 			}
 			e, err := DecodeEvent(raw)
 			if err != nil {
 				return err
 			}
-			if err := fn(&e); err != nil {
+			return fn(&e)
+		}
+		c := tx.Bucket(bucketStreams).Cursor()
+		prefix := append([]byte(stream), 0)
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
+			if err := emit(v); err != nil {
 				return err
+			}
+		}
+		// The entries not in the bucket yet; those a bulk write moved into
+		// it after tail was taken were read above.
+		indexed := indexedThrough(tx)
+		for _, seq := range tail {
+			if seq > indexed {
+				if err := emit(u64(seq)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -1,0 +1,135 @@
+package ledger
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// streamIndexBatch is how many events' stream-index entries are kept in
+// memory before Append writes them to the streams bucket in one sorted pass
+// (a variable so tests can lower it).
+//
+// Writing each event's (stream, version) key in its own batch put one
+// random key per event into a B+tree ordered by stream name: every batch
+// dirtied about one leaf page per task it touched, and the commit wrote and
+// fsynced those pages. Deferring the entries turns that into one sorted
+// pass every streamIndexBatch events (see doc.go and docs/performance.md).
+var streamIndexBatch = 8192
+
+var keyStreamsIndexed = []byte("streams_indexed")
+
+// streamEntry is one event's place in its stream.
+type streamEntry struct {
+	stream  string
+	version uint64
+	seq     uint64
+}
+
+// streamIndex holds the entries of committed events the streams bucket
+// does not have yet: every event after the meta "streams_indexed" seq.
+type streamIndex struct {
+	mu      sync.Mutex
+	pending []streamEntry
+}
+
+// indexedThrough is the seq through which the streams bucket is complete
+// (every seq when the meta key is absent: ledgers that never deferred).
+func indexedThrough(tx *bolt.Tx) uint64 {
+	v := tx.Bucket(bucketMeta).Get(keyStreamsIndexed)
+	if len(v) != 8 {
+		return math.MaxUint64
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// load rebuilds the pending entries from the events after the indexed seq.
+func (x *streamIndex) load(db *bolt.DB) error {
+	var pending []streamEntry
+	err := db.View(func(tx *bolt.Tx) error {
+		after := indexedThrough(tx)
+		if after == math.MaxUint64 {
+			return nil
+		}
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
+			e, err := DecodeEvent(v)
+			if err != nil {
+				return fmt.Errorf("seq %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			pending = append(pending, streamEntry{stream: e.Stream, version: e.StreamVersion, seq: e.Seq})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: stream index tail: %w", err)
+	}
+	x.mu.Lock()
+	x.pending = pending
+	x.mu.Unlock()
+	return nil
+}
+
+// write runs inside Append's transaction after the batch's events were
+// put. When the pending entries and the batch's reach streamIndexBatch it
+// writes them all to the streams bucket, sorted, and moves the indexed
+// seq to the batch's head; otherwise it only makes sure the indexed seq is
+// recorded. It returns what pending becomes if the transaction commits.
+func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) ([]streamEntry, error) {
+	// Appends are serialized (Store.appendMu) and readers only look at
+	// pending[:len] under mu, so the writer may fill the backing array past
+	// len; set publishes the new length after the commit.
+	x.mu.Lock()
+	next := x.pending
+	x.mu.Unlock()
+	for _, e := range b.Events {
+		next = append(next, streamEntry{stream: e.Stream, version: e.StreamVersion, seq: e.Seq})
+	}
+	meta := tx.Bucket(bucketMeta)
+	if len(next) < streamIndexBatch {
+		if meta.Get(keyStreamsIndexed) == nil {
+			return next, meta.Put(keyStreamsIndexed, u64(b.Expected.Seq))
+		}
+		return next, nil
+	}
+	sorted := slices.Clone(next)
+	slices.SortFunc(sorted, func(a, b streamEntry) int {
+		if c := strings.Compare(a.stream, b.stream); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.version, b.version)
+	})
+	streams := tx.Bucket(bucketStreams)
+	for _, e := range sorted {
+		if err := streams.Put(streamKey(e.stream, e.version), u64(e.seq)); err != nil {
+			return nil, err
+		}
+	}
+	return nil, meta.Put(keyStreamsIndexed, u64(head.Seq))
+}
+
+// set installs the pending entries after a commit.
+func (x *streamIndex) set(pending []streamEntry) {
+	x.mu.Lock()
+	x.pending = pending
+	x.mu.Unlock()
+}
+
+// tail returns the pending seqs of stream, in stream order.
+func (x *streamIndex) tail(stream string) []uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var seqs []uint64
+	for _, e := range x.pending {
+		if e.stream == stream {
+			seqs = append(seqs, e.seq)
+		}
+	}
+	return seqs
+}

@@ -1,0 +1,174 @@
+package ledger
+
+import (
+	"fmt"
+	bolt "go.etcd.io/bbolt"
+	"sync"
+	"testing"
+)
+
+// lowIndexBatch makes Append write the stream index every n events.
+func lowIndexBatch(t *testing.T, n int) {
+	old := streamIndexBatch
+	streamIndexBatch = n
+	t.Cleanup(func() { streamIndexBatch = old })
+}
+
+// appendRoundRobin appends batches of events spread over streams and
+// returns the seqs of each stream in order.
+func appendRoundRobin(t *testing.T, s *Store, head Head, streams []string, batches, perBatch int, seqs map[string][]uint64) Head {
+	t.Helper()
+	for range batches {
+		var evs []*Event
+		h := head
+		for i := range perBatch {
+			name := streams[(int(h.Seq)+i)%len(streams)]
+			body, _ := Marshal(map[string]any{"i": i})
+			e := &Event{Stream: name, StreamVersion: uint64(len(seqs[name]) + 1), Type: "test.event", Schema: 1,
+				At: h.At + 1, Actor: Actor{Kind: ActorSystem, ID: "taskledger"}, Body: body}
+			var err error
+			if h, err = Seal(e, h); err != nil {
+				t.Fatal(err)
+			}
+			seqs[name] = append(seqs[name], e.Seq)
+			evs = append(evs, e)
+		}
+		if err := s.Append(&Batch{Expected: head, Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		head = h
+	}
+	return head
+}
+
+func checkStreams(t *testing.T, s *Store, seqs map[string][]uint64) {
+	t.Helper()
+	for name, want := range seqs {
+		var got []uint64
+		if err := s.Stream(name, func(e *Event) error {
+			if e.Stream != name || e.StreamVersion != uint64(len(got)+1) {
+				return fmt.Errorf("stream %s gave %s v%d at position %d", name, e.Stream, e.StreamVersion, len(got)+1)
+			}
+			got = append(got, e.Seq)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("stream %s: %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestStreamIndexDeferred: the streams bucket is written in bulk every
+// streamIndexBatch events; Stream reads stay complete before and after each
+// bulk write, after a refused batch, and after reopening (read-write and
+// read-only), where the tail is rebuilt from the events.
+func TestStreamIndexDeferred(t *testing.T) {
+	lowIndexBatch(t, 7)
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := []string{"task/a", "task/b", "task/bb", "device/c"}
+	seqs := map[string][]uint64{}
+	head := GenesisHead()
+	for range 5 { // 5 × 3 events: a bulk write at seq 9, then a tail of 6
+		head = appendRoundRobin(t, s, head, streams, 1, 3, seqs)
+		checkStreams(t, s, seqs)
+	}
+	// A refused batch changes nothing, in the bucket or in memory.
+	stale, _ := sealed(t, GenesisHead(), 1, "task/a", 99)
+	if err := s.Append(&Batch{Expected: GenesisHead(), Events: stale}); err == nil {
+		t.Fatal("a batch against the old head was accepted")
+	}
+	checkStreams(t, s, seqs)
+	var indexed uint64
+	_ = s.db.View(func(tx *bolt.Tx) error { indexed = indexedThrough(tx); return nil })
+	if indexed == 0 || indexed >= head.Seq {
+		t.Fatalf("indexed through %d with head %d: the test wants both a bulk write and a tail", indexed, head.Seq)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStreams(t, ro, seqs)
+	ro.Close()
+
+	s = mustOpen(t, dir)
+	checkStreams(t, s, seqs)
+	head = appendRoundRobin(t, s, head, streams, 5, 4, seqs)
+	checkStreams(t, s, seqs)
+}
+
+// TestStreamIndexLegacyComplete: a ledger without the streams_indexed
+// meta key (every entry in the bucket) reads as before and starts
+// deferring from its head.
+func TestStreamIndexLegacyComplete(t *testing.T) {
+	lowIndexBatch(t, 1) // every append writes the bucket: like the old format
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string][]uint64{}
+	head := appendRoundRobin(t, s, GenesisHead(), []string{"x", "y"}, 3, 2, seqs)
+	_ = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(keyStreamsIndexed) })
+	s.Close()
+	streamIndexBatch = 1000
+	s = mustOpen(t, dir)
+	checkStreams(t, s, seqs)
+	appendRoundRobin(t, s, head, []string{"x", "y"}, 2, 2, seqs)
+	checkStreams(t, s, seqs)
+}
+
+// TestStreamReadsDuringAppends: concurrent Stream reads across bulk
+// writes always see a dense prefix of each stream (run with -race).
+func TestStreamReadsDuringAppends(t *testing.T) {
+	lowIndexBatch(t, 16)
+	s := mustOpen(t, t.TempDir())
+	streams := []string{"s1", "s2", "s3"}
+	seqs := map[string][]uint64{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, name := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				n := 0
+				err := s.Stream(name, func(e *Event) error {
+					n++
+					if e.StreamVersion != uint64(n) {
+						return fmt.Errorf("%s: version %d at position %d", name, e.StreamVersion, n)
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	appendRoundRobin(t, s, GenesisHead(), streams, 40, 5, seqs)
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkStreams(t, s, seqs)
+}
