@@ -120,7 +120,7 @@ func parallel(workers, n int, fn func(i int) error) error {
 func Run(ctx context.Context, drv Driver, devs []*Device, cfg Config, name string) *Result {
 	cfg.defaults()
 	var issued atomic.Int64
-	start := time.Now()
+	cpu0, start := processCPU(), time.Now()
 	stop := func() bool {
 		return ctx.Err() != nil || (cfg.Duration > 0 && time.Since(start) >= cfg.Duration) ||
 			(cfg.Commands > 0 && issued.Load() >= int64(cfg.Commands))
@@ -142,7 +142,9 @@ func Run(ctx context.Context, drv Driver, devs []*Device, cfg Config, name strin
 		}(d, recs[i], i)
 	}
 	wg.Wait()
-	return merge(name, len(devs), time.Since(start), recs)
+	res := merge(name, len(devs), time.Since(start), recs)
+	res.CPU = processCPU() - cpu0
+	return res
 }
 
 // device is one simulated device's loop state.

@@ -76,7 +76,7 @@ func RawOneTx(dir string, stop RawStop) (*Result, error) {
 	defer db.Close()
 	rec := &recorder{}
 	v := rawValue()
-	start := time.Now()
+	cpu0, start := processCPU(), time.Now()
 	var seq uint64
 	for !stop.done(start, int(seq)) {
 		seq++
@@ -91,7 +91,9 @@ func RawOneTx(dir string, stop RawStop) (*Result, error) {
 		}
 		rec.add(OpPut, time.Since(t0))
 	}
-	return merge("raw bbolt, 1 tx/command", 1, time.Since(start), []*recorder{rec}), nil
+	res := merge("raw bbolt, 1 tx/command", 1, time.Since(start), []*recorder{rec})
+	res.CPU = processCPU() - cpu0
+	return res, nil
 }
 
 type rawReq struct {
@@ -154,7 +156,7 @@ func RawGroupCommit(dir string, writers int, stop RawStop) (*Result, error) {
 	recs := make([]*recorder, writers)
 	var wg sync.WaitGroup
 	var puts atomic.Int64
-	start := time.Now()
+	cpu0, start := processCPU(), time.Now()
 	for i := range writers {
 		recs[i] = &recorder{}
 		wg.Add(1)
@@ -179,8 +181,11 @@ func RawGroupCommit(dir string, writers int, stop RawStop) (*Result, error) {
 	elapsed := time.Since(start)
 	close(in)
 	<-batcherDone
+	cpu := processCPU() - cpu0
 	if batcherErr != nil {
 		return nil, fmt.Errorf("bench: raw group commit: %w", batcherErr)
 	}
-	return merge(fmt.Sprintf("raw bbolt, group commit, %d writers", writers), writers, elapsed, recs), nil
+	res := merge(fmt.Sprintf("raw bbolt, group commit, %d writers", writers), writers, elapsed, recs)
+	res.CPU = cpu
+	return res, nil
 }

@@ -60,6 +60,18 @@ type Result struct {
 	PerOp map[Op]OpStats
 	// Events is the number of events the run appended (ledger runs).
 	Events uint64
+	// CPU is the process's user + system CPU time during the run (the
+	// generator's own work included): on a shared machine, CPU per command
+	// is steadier than commands per second.
+	CPU time.Duration
+}
+
+// CPUPerCommand is the process CPU time per durable command.
+func (r *Result) CPUPerCommand() time.Duration {
+	if r.Durable == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Durable)
 }
 
 // OpStats is one op's count and latency percentiles.
@@ -115,10 +127,13 @@ func pct(sorted []time.Duration, p int) time.Duration {
 
 // Line is the one-line report of a scenario.
 func (r *Result) Line() string {
-	s := fmt.Sprintf("%-28s %9.0f durable cmds/s  p50 %8s  p99 %8s  (%d cmds in %s",
+	s := fmt.Sprintf("%-44s %9.0f durable cmds/s  p50 %8s  p99 %8s  (%d cmds in %s",
 		r.Name, r.PerSecond(), round(r.P50), round(r.P99), r.Durable, r.Elapsed.Round(time.Millisecond))
 	if r.Events > 0 {
 		s += fmt.Sprintf(", %d events", r.Events)
+	}
+	if r.CPU > 0 {
+		s += fmt.Sprintf(", %s CPU/cmd", round(r.CPUPerCommand()))
 	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf(", %d ERRORS, first: %v", r.Errors, r.FirstError)

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"taskledger/bench"
+)
+
+func init() {
+	prev := runMore
+	runMore = func(args []string, stdout, stderr io.Writer) (int, bool) {
+		if len(args) > 0 && args[0] == "bench" {
+			return cmdBench(args[1:], stdout, stderr), true
+		}
+		return prev(args, stdout, stderr)
+	}
+}
+
+// rawWriters are the group-commit baselines every raw run measures.
+var rawWriters = []int{64, 256}
+
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench", stderr)
+	devicesFlag := fs.String("devices", "256", "concurrent simulated devices (a comma-separated list runs each)")
+	duration := fs.Duration("duration", 10*time.Second, "length of each scenario")
+	mode := fs.String("mode", "all", "inprocess, http, raw, or all (raw baselines + in-process, + http when --url is given)")
+	url := fs.String("url", "", "http mode: base URL of a running server (without it, a server is started in this process on loopback)")
+	adminToken := fs.String("admin-token", envDefault("admin-token", ""), "http mode with --url: an admin token of that server")
+	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
+	byOp := fs.Bool("by-op", false, "print counts and latencies by command under each ledger scenario")
+	verify := fs.Bool("verify", false, "verify each in-process ledger after its run")
+	if pos, err := parseInterspersed(fs, args); err != nil {
+		return 2
+	} else if len(pos) > 0 {
+		fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|all] [--url URL --admin-token T] [--data DIR]")
+		return 2
+	}
+	var devices []int
+	for _, f := range strings.Split(*devicesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 100000 {
+			return fail(stderr, "--devices must be a number from 1 to 100000 (or a comma-separated list of them)")
+		}
+		devices = append(devices, n)
+	}
+	if *duration <= 0 {
+		return fail(stderr, "--duration must be positive")
+	}
+	runRaw, runIn, runHTTP := false, false, false
+	switch *mode {
+	case "all":
+		runRaw, runIn, runHTTP = true, true, *url != ""
+	case "raw":
+		runRaw = true
+	case "inprocess":
+		runIn = true
+	case "http":
+		runHTTP = true
+	default:
+		return fail(stderr, "--mode must be inprocess, http, raw or all")
+	}
+	if *url != "" && *adminToken == "" && runHTTP {
+		return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")
+	}
+
+	root := *data
+	if root == "" {
+		tmp, err := os.MkdirTemp("", "taskledger-bench-")
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		defer os.RemoveAll(tmp)
+		root = tmp
+	} else {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return fail(stderr, "%v", err)
+		}
+		run, err := os.MkdirTemp(root, "bench-")
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		root = run
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Fprintf(stdout, "taskledger bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), %s per scenario, data in %s\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, root)
+	results := map[string]*bench.Result{}
+	show := func(key string, r *bench.Result) {
+		results[key] = r
+		fmt.Fprintln(stdout, r.Line())
+		if *byOp && key[0] != 'r' {
+			fmt.Fprintln(stdout, r.OpLine())
+		}
+	}
+	cfg := func(n int) bench.Config { return bench.Config{Devices: n, Duration: *duration} }
+
+	if runRaw {
+		r, err := bench.RawOneTx(filepath.Join(root, "raw"), bench.RawStop{Duration: *duration})
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		show("raw-1tx", r)
+		writers := slices.Clone(rawWriters)
+		for _, n := range devices {
+			if !slices.Contains(writers, n) {
+				writers = append(writers, n)
+			}
+		}
+		slices.Sort(writers)
+		for _, n := range writers {
+			r, err := bench.RawGroupCommit(filepath.Join(root, "raw"), n, bench.RawStop{Duration: *duration})
+			if err != nil {
+				return fail(stderr, "%v", err)
+			}
+			show(fmt.Sprintf("raw-gc-%d", n), r)
+		}
+	}
+	if runIn {
+		for _, n := range devices {
+			dir := filepath.Join(root, fmt.Sprintf("inprocess-%d", n))
+			r, err := bench.InProcessScenario(ctx, dir, cfg(n))
+			if err != nil {
+				return fail(stderr, "in-process, %d devices: %v", n, err)
+			}
+			show(fmt.Sprintf("in-%d", n), r)
+			if *verify {
+				if code := verifyDir(dir, stdout, stderr); code != 0 {
+					return code
+				}
+			}
+		}
+	}
+	if runHTTP {
+		for _, n := range devices {
+			base, tok := *url, *adminToken
+			var local *bench.LocalServer
+			if base == "" {
+				var err error
+				if local, err = bench.ServeLocal(filepath.Join(root, fmt.Sprintf("http-%d", n)), false); err != nil {
+					return fail(stderr, "%v", err)
+				}
+				base, tok = local.URL, local.AdminToken
+			}
+			r, err := bench.HTTPScenario(ctx, base, tok, cfg(n))
+			if local != nil {
+				if cerr := local.Close(); cerr != nil && err == nil {
+					err = cerr
+				}
+				r.Name += " (server in this process)"
+			}
+			if err != nil {
+				return fail(stderr, "http, %d devices: %v", n, err)
+			}
+			show(fmt.Sprintf("http-%d", n), r)
+		}
+	}
+	printRatios(stdout, results, devices)
+	for _, r := range results {
+		if r.Errors > 0 {
+			return fail(stderr, "some commands failed (see above)")
+		}
+	}
+	return 0
+}
+
+// printRatios prints the comparisons measured in this run.
+func printRatios(w io.Writer, res map[string]*bench.Result, devices []int) {
+	ratio := func(label, a, b, note string) {
+		ra, rb := res[a], res[b]
+		if ra == nil || rb == nil || rb.PerSecond() == 0 {
+			return
+		}
+		fmt.Fprintf(w, "ratio %-52s %7.2f%s\n", label, ra.PerSecond()/rb.PerSecond(), note)
+	}
+	for _, n := range devices {
+		ratio(fmt.Sprintf("in-process %d devices / raw group commit %d writers", n, n), fmt.Sprintf("in-%d", n), fmt.Sprintf("raw-gc-%d", n), "  (target ≥ 0.50)")
+	}
+	for _, n := range devices {
+		ratio(fmt.Sprintf("in-process %d devices / raw 1 tx per command", n), fmt.Sprintf("in-%d", n), "raw-1tx", "")
+	}
+	for _, n := range rawWriters {
+		ratio(fmt.Sprintf("raw group commit %d writers / raw 1 tx per command", n), fmt.Sprintf("raw-gc-%d", n), "raw-1tx", "")
+	}
+	for _, n := range devices {
+		ratio(fmt.Sprintf("http %d devices / in-process %d devices", n, n), fmt.Sprintf("http-%d", n), fmt.Sprintf("in-%d", n), "")
+	}
+}
+
+func verifyDir(dir string, stdout, stderr io.Writer) int {
+	var out strings.Builder
+	code := cmdVerify([]string{"--data", dir}, &out, stderr)
+	fmt.Fprintf(stdout, "    verify: %s", out.String())
+	return code
+}
