@@ -230,3 +230,35 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 		t.Fatalf("got %s, want the newly authorized %s", id, uid)
 	}
 }
+
+// The open task is decided before readiness: with stale presence the same
+// session still gets its claim back and another session still gets
+// claim_requires_manual (not device_not_ready). The presence answer
+// reports the ledger's open task and a mismatch with the device's view.
+func TestContractClaimOpenTaskBeforeReadiness(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	_, tok, first := ctClaim(t, d)
+	r := n.Do("POST", ctPresence, d.Token, ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true}), nil)
+	apptest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); apptest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != true {
+		t.Fatalf("presence answer: %s", r.Body)
+	}
+	body := ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
+	body["active_task_id"] = a
+	r = n.Do("POST", ctPresence, d.Token, body, nil)
+	if m := r.JSON(); apptest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != false {
+		t.Fatalf("presence answer: %s", r.Body)
+	}
+
+	n.Advance(3 * time.Minute) // presence stale, claim lease (10 min) alive
+	r = d.ClaimWith(apptest.NewKey(), tok)
+	apptest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != a || apptest.Str(r.JSON(), "lease_expires_at") != apptest.Str(first.JSON(), "lease_expires_at") {
+		t.Fatalf("resume with stale presence: %s", r.Body)
+	}
+	d.Session = ctNewID()
+	r = d.ClaimWith(apptest.NewKey(), tok)
+	ctErr(t, r, http.StatusConflict, "claim_requires_manual")
+}

@@ -198,8 +198,14 @@ func TestContractDeviceMismatch(t *testing.T) {
 	r = n.Do("POST", ctDevicePath+"/tasks/"+id+"/heartbeat", d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
 		"execution_id": ctNewID(), "step": "s"}, map[string]string{"X-Claim-Token": tok})
 	ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
-	// The presence of e was not changed by d's refused heartbeat, and d
-	// still holds its task.
+	// The body is checked before the task: the same answer whether the
+	// task exists, does not exist or is not even a UUID.
+	for _, tid := range []string{ctNewID(), "not-a-task"} {
+		r = n.Do("POST", ctDevicePath+"/tasks/"+tid+"/start", d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
+			"expected_version": 2}, map[string]string{"X-Claim-Token": tok})
+		ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
+	}
+	// d still holds its task.
 	if st, _ := ctState(n, id); st != "CLAIMED" {
 		t.Fatalf("state %s", st)
 	}

@@ -265,11 +265,11 @@ func (s *Server) taskCall(op string) echo.HandlerFunc {
 		if err := f.done(); err != nil {
 			return err
 		}
-		if !isUUIDv4(taskID) {
-			return commands.ErrClaimNotFound
-		}
 		if err := checkDeviceID(c, deviceID); err != nil {
 			return err
+		}
+		if !isUUIDv4(taskID) {
+			return commands.ErrClaimNotFound
 		}
 		canon, _ := canonicalJSON(m)
 		cmd.Fingerprint = fingerprint(op, taskID, canon, cmd.TokenHash)
