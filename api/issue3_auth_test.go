@@ -177,7 +177,7 @@ func TestIssue3AuthorizeTTLBounds(t *testing.T) {
 	}
 
 	// The configured bounds are the ones applied.
-	n2 := apptest.Start(t, apptest.WithConfig(func(c *commands.Config) { c.AuthTTLMin, c.AuthTTLMax = time.Hour, 2 * time.Hour }))
+	n2 := apptest.Start(t, apptest.WithConfig(func(c *commands.Config) { c.AuthTTLMin, c.AuthTTLMax = time.Hour, 2*time.Hour }))
 	id2 := apptest.Str(i3CreateTask(t, n2, map[string]any{"n": 1}, 0), "id")
 	apptest.Must(t, i3Authorize(n2, id2, 1, time.Hour-time.Second), 422, "invalid_ttl")
 	apptest.Must(t, i3Authorize(n2, id2, 1, 2*time.Hour+time.Second), 422, "invalid_ttl")
