@@ -262,3 +262,48 @@ func TestContractClaimOpenTaskBeforeReadiness(t *testing.T) {
 	r = d.ClaimWith(apptest.NewKey(), tok)
 	ctErr(t, r, http.StatusConflict, "claim_requires_manual")
 }
+
+// ctIsTime checks the wire format of every time: RFC 3339 UTC with exactly
+// three fractional digits.
+func ctIsTime(s string) bool {
+	_, err := time.Parse("2006-01-02T15:04:05.000Z", s)
+	return err == nil && len(s) == len("2026-11-30T08:15:00.123Z")
+}
+
+// The claim answer of api.md: task {id, payload, revision, created_at}
+// (no reference_image_url without an image), claim {generation,
+// session_id, lease_expires_at, authorization_expires_at} without a token
+// for a client-issued one, and state/version/claim_generation/server_time/
+// lease_expires_at; optional presence fields may be null.
+func TestContractClaimAnswerShape(t *testing.T) {
+	n := apptest.Start(t)
+	d := n.RegisterDevice()
+	body := ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
+	body["active_task_id"], body["client_time"] = nil, nil
+	p := n.Do("POST", ctPresence, d.Token, body, nil)
+	apptest.Must(t, p, http.StatusOK)
+	pm := p.JSON()
+	if pm["claimable"] != true || pm["active_task_id"] != nil || pm["active_task_mismatch"] != false ||
+		!ctIsTime(apptest.Str(pm, "server_time")) || !ctIsTime(apptest.Str(pm, "presence_expires_at")) {
+		t.Fatalf("presence answer: %s", p.Body)
+	}
+	a := n.CreateTask(map[string]any{"k": "v", "n": 2})
+	r, _ := d.Claim()
+	apptest.Must(t, r, http.StatusOK)
+	m := r.JSON()
+	task, claim := m["task"].(map[string]any), m["claim"].(map[string]any)
+	if len(task) != 4 || apptest.Str(task, "id") != a || apptest.Num(task, "revision") != 1 || !ctIsTime(apptest.Str(task, "created_at")) {
+		t.Fatalf("task: %v", task)
+	}
+	if pl := task["payload"].(map[string]any); pl["k"] != "v" || pl["n"] != float64(2) {
+		t.Fatalf("payload: %v", pl)
+	}
+	if len(claim) != 4 || apptest.Num(claim, "generation") != 1 || apptest.Str(claim, "session_id") != d.Session ||
+		!ctIsTime(apptest.Str(claim, "lease_expires_at")) || !ctIsTime(apptest.Str(claim, "authorization_expires_at")) {
+		t.Fatalf("claim: %v", claim)
+	}
+	if len(m) != 7 || apptest.Str(m, "state") != "CLAIMED" || apptest.Num(m, "version") != 2 || apptest.Num(m, "claim_generation") != 1 ||
+		!ctIsTime(apptest.Str(m, "server_time")) || apptest.Str(m, "lease_expires_at") != apptest.Str(claim, "lease_expires_at") {
+		t.Fatalf("claim answer: %s", r.Body)
+	}
+}

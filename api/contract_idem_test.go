@@ -353,3 +353,50 @@ func TestContractIdemNotReadyNotRecorded(t *testing.T) {
 		t.Fatalf("a refused start was recorded")
 	}
 }
+
+// Replays are answered from the log: after a restart the same keys give
+// byte-identical bodies and append nothing. Presence is soft state: a
+// restarted server waits for the next heartbeat before a device may claim.
+func TestContractIdemReplayAfterRestart(t *testing.T) {
+	n := apptest.Start(t)
+	d := ctReadyDevice(t, n)
+	a := n.CreateTask(nil)
+	n.CreateTask(nil)
+	ck, tok := apptest.NewKey(), apptest.NewClaimToken()
+	claim := d.ClaimWith(ck, tok)
+	apptest.Must(t, claim, http.StatusOK)
+	sk := apptest.NewKey()
+	start := d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
+	apptest.Must(t, start, http.StatusOK)
+	ex := apptest.Str(start.JSON(), "execution_id")
+	hk := apptest.NewKey()
+	hb := func() *apptest.Resp {
+		return d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s",
+			"client_time": "2026-01-01T00:00:00.5Z"}, hk)
+	}
+	beat := hb()
+	apptest.Must(t, beat, http.StatusOK)
+	tk := apptest.NewKey()
+	create := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"z": 1}}, map[string]string{"Idempotency-Key": tk})
+	apptest.Must(t, create, http.StatusCreated)
+
+	n = n.Restart()
+	d.N = n
+	h := n.Head()
+	ctReplayed(t, claim, d.ClaimWith(ck, tok))
+	ctReplayed(t, start, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk))
+	ctReplayed(t, beat, hb())
+	ctReplayed(t, create, n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"z": 1}}, map[string]string{"Idempotency-Key": tk}))
+	ctSame(t, n, h)
+
+	// Presence did not survive as readiness.
+	e := n.RegisterDevice()
+	apptest.Must(t, e.Ready(), http.StatusOK)
+	n = n.Restart()
+	e.N = n
+	h = n.Head()
+	ctRefused(t, n, h, e.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	apptest.Must(t, e.Ready(), http.StatusOK)
+	r, _ := e.Claim()
+	apptest.Must(t, r, http.StatusOK)
+}
