@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"taskledger/api"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// The auditor's and operator's offline commands: history, export,
+// snapshot create/list and projections rebuild. Each opens the ledger
+// itself, so each refuses to run while a server holds it.
+
+func init() {
+	prev := runMore
+	runMore = func(args []string, stdout, stderr io.Writer) (int, bool) {
+		switch args[0] {
+		case "history":
+			return cmdHistory(args[1:], stdout, stderr), true
+		case "export":
+			return cmdExport(args[1:], stdout, stderr), true
+		case "snapshot":
+			return cmdSnapshot(args[1:], stdout, stderr), true
+		case "projections":
+			return cmdProjections(args[1:], stdout, stderr), true
+		}
+		return prev(args, stdout, stderr)
+	}
+}
+
+// openLedger opens the ledger of an offline command. readOnly takes the
+// shared lock (readers); otherwise the exclusive one, which also keeps a
+// server from starting meanwhile. On failure it prints the reason and
+// returns the exit code.
+func openLedger(dir string, readOnly bool, stderr io.Writer) (*ledger.Store, int) {
+	if !ledger.Exists(dir) {
+		return nil, fail(stderr, "no ledger in %s (--data)", dir)
+	}
+	store, err := ledger.Open(dir, ledger.Options{ReadOnly: readOnly})
+	if errors.Is(err, ledger.ErrInUse) {
+		return nil, fail(stderr, "the ledger in %s is in use by another process (stop the server first; a running server takes snapshots itself)", dir)
+	}
+	if err != nil {
+		return nil, fail(stderr, "%v", err)
+	}
+	return store, 0
+}
+
+// cmdHistory prints a task's full history: `history TASK_ID [--json]`.
+func cmdHistory(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("history", stderr)
+	data := fs.String("data", envDefault("data", "./data"), "data directory")
+	asJSON := fs.Bool("json", false, "print JSON instead of lines")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "usage: taskledger history TASK_ID [--json] [--data DIR]")
+		return 2
+	}
+	id := pos[0]
+	store, code := openLedger(*data, true, stderr)
+	if store == nil {
+		return code
+	}
+	defer store.Close()
+	var events []*api.EventJSON
+	err = store.Stream(projections.TaskStream(id), func(e *ledger.Event) error {
+		doc, err := api.RenderEvent(e)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", e.Seq, err)
+		}
+		events = append(events, doc)
+		return nil
+	})
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if len(events) == 0 {
+		return fail(stderr, "no task %s in the log", id)
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"task_id": id, "events": events}); err != nil {
+			return fail(stderr, "%v", err)
+		}
+		return 0
+	}
+	fmt.Fprintf(w, "task %s: %d events\n", id, len(events))
+	for _, e := range events {
+		fmt.Fprintf(w, "seq %-8d %s  %-28s %-40s %s\n", e.Seq, e.At, e.Type+schemaSuffix(e.Schema), actorText(e.Actor),
+			bodyText(e.Body))
+	}
+	return 0
+}
+
+func schemaSuffix(schema int) string {
+	if schema == 1 {
+		return ""
+	}
+	return " (schema " + strconv.Itoa(schema) + ")"
+}
+
+func actorText(a ledger.Actor) string {
+	s := a.Kind + " " + a.ID
+	if a.Owner != "" {
+		s += " (owner " + a.Owner + ")"
+	}
+	return s
+}
+
+// bodyText renders a body as key=value pairs in key order; the task id
+// (the history's own) is left out, strings are bare unless they need
+// quoting, everything else is compact JSON.
+func bodyText(body map[string]any) string {
+	keys := make([]string, 0, len(body))
+	for k := range body {
+		if k != "task_id" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		v := body[k]
+		var s string
+		if str, ok := v.(string); ok && str != "" && !strings.ContainsAny(str, " \t\n\"=") {
+			s = str
+		} else {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(v)
+			s = strings.TrimSuffix(b.String(), "\n")
+		}
+		parts = append(parts, k+"="+s)
+	}
+	return strings.Join(parts, " ")
+}
+
+// cmdExport writes the log as NDJSON: `export [--after SEQ] --format ndjson`.
+func cmdExport(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("export", stderr)
+	data := fs.String("data", envDefault("data", "./data"), "data directory")
+	after := fs.Uint64("after", 0, "export the events after this seq")
+	format := fs.String("format", "ndjson", "output format (ndjson)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 0 {
+		fmt.Fprintln(stderr, "usage: taskledger export [--after SEQ] --format ndjson [--data DIR]")
+		return 2
+	}
+	if *format != "ndjson" {
+		fmt.Fprintf(stderr, "taskledger: --format %q is not supported (use ndjson)\n", *format)
+		return 2
+	}
+	store, code := openLedger(*data, true, stderr)
+	if store == nil {
+		return code
+	}
+	defer store.Close()
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	enc := json.NewEncoder(w) // one compact document and a newline per event
+	enc.SetEscapeHTML(false)
+	err = store.Range(*after, func(e *ledger.Event) error {
+		doc, err := api.RenderEvent(e)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", e.Seq, err)
+		}
+		return enc.Encode(doc)
+	})
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fail(stderr, "export: %v", err)
+	}
+	return 0
+}
