@@ -30,7 +30,12 @@ commands:
   serve                      run the server
   admin-token create NAME    create an admin token (printed on stdout)
   admin-token revoke NAME    revoke an admin token
-  verify                     check the log: hash chain, seq, invariants
+  verify                     check the log: hash chain, seq, invariants, snapshots
+  history TASK_ID [--json]   a task's full history
+  export [--after SEQ] --format ndjson
+                             the log as NDJSON (one event a line, no secrets)
+  snapshot create|list       snapshots on demand / the snapshots and their status
+  projections rebuild        full replay from the log, then a fresh snapshot
   agent ...                  the device agent (enroll, run, status, resolve)
 
 every command takes --data DIR (default ./data)
