@@ -116,6 +116,15 @@ func TestIssue3BoundaryAuthorization(t *testing.T) {
 	other := i3ReadyDevice(t, n)
 	r, _ := other.Claim()
 	apptest.Must(t, r, 204)
+	// Re-authorized, the stale claim closes and the task is claimable again.
+	r = i3Authorize(n, id, 1, 15*time.Minute)
+	apptest.Must(t, r, 200)
+	if r.JSON()["state"] != "PENDING" || apptest.Num(r.JSON(), "version") != 3 {
+		t.Fatalf("authorize of the expired claim: %s", r.Body)
+	}
+	if got, _, m := i3Claim(t, other); got != id || apptest.Num(m, "claim_generation") != 2 {
+		t.Fatalf("claimed %s generation %v after re-authorization", got, m["claim_generation"])
+	}
 
 	// A PENDING task whose authorization reaches expires_at is not claimable.
 	n2 := apptest.Start(t)
