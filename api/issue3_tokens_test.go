@@ -7,10 +7,16 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"taskledger/cmd/taskledger/app"
 	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
 )
@@ -141,5 +147,43 @@ func TestIssue3ResumeClientIssuedClaimOnSecretServer(t *testing.T) {
 	apptest.Must(t, r, 200)
 	if _, has := i3Obj(r.JSON(), "claim")["token"]; has || strings.Contains(string(r.Body), tok) {
 		t.Fatalf("a client-issued claim's answer carries a token: %s", r.Body)
+	}
+}
+
+// Start-up refuses a claim-token secret whose hex text or decoded bytes
+// hash to a device token's stored hash. (The real-binary tests cover admin
+// tokens; a device token cannot be chosen over HTTP, so this registers the
+// device through the sequencer with the hash the api would have computed.)
+func TestIssue3SecretEqualToADeviceTokenIsRefused(t *testing.T) {
+	secret := i3Secret(t)
+	for name, h := range map[string]string{
+		"hex text":      commands.HashToken(hex.EncodeToString(secret)),
+		"decoded bytes": commands.HashToken(string(secret)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := apptest.Start(t)
+			_, err := n.Engine.Do(context.Background(), &commands.RegisterDevice{
+				AdminReq: commands.AdminReq{Operator: "initial", Key: apptest.NewKey(), Fingerprint: []byte("register")},
+				OwnerID:  apptest.NewKey(), Name: "reused", TokenHash: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Close()
+			open := func(secret []byte) (*app.Node, error) {
+				cfg := commands.DefaultConfig()
+				cfg.ClaimSecret = secret
+				return app.Open(app.Config{DataDir: n.Dir, Manual: true, Commands: cfg, SnapshotEvery: 100000, Logger: zerolog.Nop()})
+			}
+			if _, err := open(secret); !errors.Is(err, app.ErrSecretReused) {
+				t.Fatalf("open with a secret equal to a device token: %v, want %v", err, app.ErrSecretReused)
+			}
+			node, err := open(i3Secret(t))
+			if err != nil {
+				t.Fatalf("open with another secret: %v", err)
+			}
+			if err := node.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
