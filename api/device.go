@@ -94,9 +94,6 @@ func (s *Server) claimNext(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if tok != "" && !isClientToken(tok) {
-		return errClaimToken // only client-issued tokens are sent with a claim
-	}
 	m, _, err := jsonRequest(c, DeviceJSONLimit, false)
 	if err != nil {
 		return err

@@ -77,9 +77,6 @@ func claimToken(c echo.Context, required bool) (string, error) {
 	return vals[0], nil
 }
 
-// isClientToken reports whether a valid token has the client-issued form.
-func isClientToken(tok string) bool { return clientToken.MatchString(tok) }
-
 var decimal = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 
 // generationHeader reads X-Claim-Generation: a decimal integer ≥ 1.
