@@ -16,10 +16,11 @@ import (
 // adminJSON runs the request rules of an admin JSON mutation and returns
 // its fields, key and the canonical body for the fingerprint.
 func adminJSON(c echo.Context) (*fields, string, string, error) {
-	m, key, err := jsonRequest(c, AdminJSONLimit, true)
+	m, h, err := readJSON(c, adminJSONRules)
 	if err != nil {
 		return nil, "", "", err
 	}
+	key := h.key
 	canon, err := canonicalJSON(m)
 	if err != nil {
 		return nil, "", "", err
@@ -344,20 +345,11 @@ func (s *Server) recoverTask(c echo.Context) error {
 
 // putReferenceImage: PUT /admin/tasks/{id}/reference-image (raw JPEG).
 func (s *Server) putReferenceImage(c echo.Context) error {
-	if err := checkLength(c, ImageLimit); err != nil {
-		return err
-	}
-	if err := checkType(c, "image/jpeg"); err != nil {
-		return err
-	}
-	key, err := idemKey(c)
+	data, h, err := readRaw(c, referenceJPEG)
 	if err != nil {
 		return err
 	}
-	data, err := readBody(c, ImageLimit)
-	if err != nil {
-		return err
-	}
+	key := h.key
 	if err := checkJPEG(data); err != nil {
 		return err
 	}
@@ -541,7 +533,7 @@ func (s *Server) getEvidence(c echo.Context) error {
 
 // advanceClock: POST /admin/test-clock/advance (only with --clock=manual).
 func (s *Server) advanceClock(c echo.Context) error {
-	m, _, err := jsonRequest(c, AdminJSONLimit, false)
+	m, _, err := readJSON(c, clockJSON)
 	if err != nil {
 		return err
 	}

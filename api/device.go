@@ -21,7 +21,7 @@ func checkDeviceID(c echo.Context, id string) error {
 
 // presence: POST /device/heartbeat.
 func (s *Server) presence(c echo.Context) error {
-	m, _, err := jsonRequest(c, DeviceJSONLimit, false)
+	m, _, err := readJSON(c, presenceJSON)
 	if err != nil {
 		return err
 	}
@@ -80,24 +80,11 @@ func (s *Server) presence(c echo.Context) error {
 
 // claimNext: POST /device/tasks/claim-next.
 func (s *Server) claimNext(c echo.Context) error {
-	if err := checkLength(c, DeviceJSONLimit); err != nil {
-		return err
-	}
-	if err := checkType(c, "application/json"); err != nil {
-		return err
-	}
-	key, err := idemKey(c)
+	m, h, err := readJSON(c, deviceClaimJSON)
 	if err != nil {
 		return err
 	}
-	tok, err := claimToken(c, false)
-	if err != nil {
-		return err
-	}
-	m, _, err := jsonRequest(c, DeviceJSONLimit, false)
-	if err != nil {
-		return err
-	}
+	key, tok := h.key, h.token
 	f := newFields(m)
 	deviceID := f.uuid("device_id", true)
 	session := f.uuid("session_id", true)
@@ -193,24 +180,11 @@ func evidenceDoc(e projections.Evidence) map[string]any {
 // taskCall: POST /device/tasks/{id}/… for every task-scoped operation.
 func (s *Server) taskCall(op string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := checkLength(c, DeviceJSONLimit); err != nil {
-			return err
-		}
-		if err := checkType(c, "application/json"); err != nil {
-			return err
-		}
-		key, err := idemKey(c)
+		m, h, err := readJSON(c, deviceTaskJSON)
 		if err != nil {
 			return err
 		}
-		tok, err := claimToken(c, true)
-		if err != nil {
-			return err
-		}
-		m, _, err := jsonRequest(c, DeviceJSONLimit, false)
-		if err != nil {
-			return err
-		}
+		key, tok := h.key, h.token
 		taskID := c.Param("id")
 		cmd := &commands.TaskCall{Op: op, Device: principal(c), TaskID: taskID, Key: key, TokenHash: commands.HashToken(tok)}
 		f := newFields(m)
@@ -308,20 +282,11 @@ func (s *Server) deviceReferenceImage(c echo.Context) error {
 
 // evidence: POST /device/tasks/{id}/evidence (one PNG).
 func (s *Server) evidence(c echo.Context) error {
-	if err := checkLength(c, EvidenceLimit); err != nil {
-		return err
-	}
-	if err := checkType(c, "image/png"); err != nil {
-		return err
-	}
-	key, err := idemKey(c)
+	hd, err := checkHead(c, evidencePNG)
 	if err != nil {
 		return err
 	}
-	tok, err := claimToken(c, true)
-	if err != nil {
-		return err
-	}
+	key, tok := hd.key, hd.token
 	gen, err := generationHeader(c)
 	if err != nil {
 		return err
@@ -340,7 +305,7 @@ func (s *Server) evidence(c echo.Context) error {
 	if err != nil {
 		return invalid("X-Captured-At must be an RFC 3339 UTC time with at most millisecond precision")
 	}
-	data, err := readBody(c, EvidenceLimit)
+	data, err := readBody(c, evidencePNG.limit)
 	if err != nil {
 		return err
 	}

@@ -92,29 +92,80 @@ func generationHeader(c echo.Context) (uint64, error) {
 	return g, nil
 }
 
-// jsonRequest performs the request rules shared by JSON mutations, in
-// order: declared size, media type, Idempotency-Key, body size, strict
-// parse.
-func jsonRequest(c echo.Context, limit int64, needKey bool) (map[string]any, string, error) {
-	if err := checkLength(c, limit); err != nil {
-		return nil, "", err
+// Claim-token header rules of a route.
+const (
+	tokenNone = iota
+	tokenOptional
+	tokenRequired
+)
+
+// rules are the header and body rules of a route, checked in api.md's
+// order: declared size, media type, Idempotency-Key, X-Claim-Token, then
+// the body itself.
+type rules struct {
+	limit     int64
+	mediaType string
+	key       bool // Idempotency-Key required
+	token     int  // tokenNone, tokenOptional or tokenRequired
+}
+
+// head is what the header rules extracted.
+type head struct {
+	key   string
+	token string // "" when absent
+}
+
+var (
+	deviceClaimJSON = rules{limit: DeviceJSONLimit, mediaType: "application/json", key: true, token: tokenOptional}
+	deviceTaskJSON  = rules{limit: DeviceJSONLimit, mediaType: "application/json", key: true, token: tokenRequired}
+	presenceJSON    = rules{limit: DeviceJSONLimit, mediaType: "application/json"}
+	adminJSONRules  = rules{limit: AdminJSONLimit, mediaType: "application/json", key: true}
+	clockJSON       = rules{limit: AdminJSONLimit, mediaType: "application/json"}
+	evidencePNG     = rules{limit: EvidenceLimit, mediaType: "image/png", key: true, token: tokenRequired}
+	referenceJPEG   = rules{limit: ImageLimit, mediaType: "image/jpeg", key: true}
+)
+
+// checkHead applies the header rules.
+func checkHead(c echo.Context, r rules) (head, error) {
+	var h head
+	if err := checkLength(c, r.limit); err != nil {
+		return h, err
 	}
-	if err := checkType(c, "application/json"); err != nil {
-		return nil, "", err
+	if err := checkType(c, r.mediaType); err != nil {
+		return h, err
 	}
-	key := ""
-	if needKey {
-		var err error
-		if key, err = idemKey(c); err != nil {
-			return nil, "", err
+	var err error
+	if r.key {
+		if h.key, err = idemKey(c); err != nil {
+			return h, err
 		}
 	}
-	body, err := readBody(c, limit)
+	if r.token != tokenNone {
+		if h.token, err = claimToken(c, r.token == tokenRequired); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// readRaw applies the header rules and reads the body within the limit.
+func readRaw(c echo.Context, r rules) ([]byte, head, error) {
+	h, err := checkHead(c, r)
 	if err != nil {
-		return nil, "", err
+		return nil, h, err
+	}
+	body, err := readBody(c, r.limit)
+	return body, h, err
+}
+
+// readJSON applies the header rules, reads the body and parses it strictly.
+func readJSON(c echo.Context, r rules) (map[string]any, head, error) {
+	body, h, err := readRaw(c, r)
+	if err != nil {
+		return nil, h, err
 	}
 	m, err := parseStrict(body)
-	return m, key, err
+	return m, h, err
 }
 
 // fingerprint hashes what makes two requests the same: the operation, path

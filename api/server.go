@@ -77,7 +77,7 @@ func New(o Options) *Server {
 	e.GET("/readyz", s.readyz)
 
 	v1 := e.Group("/api/v1")
-	dev := v1.Group("/device", s.authDevice)
+	dev := v1.Group("/device", s.authenticate(true))
 	dev.POST("/heartbeat", s.presence)
 	dev.POST("/tasks/claim-next", s.claimNext)
 	for _, op := range []string{commands.OpRelease, commands.OpStart, commands.OpHeartbeat, commands.OpAwaitConfirmation,
@@ -88,7 +88,7 @@ func New(o Options) *Server {
 	dev.GET("/tasks/:id/reference-image", s.deviceReferenceImage)
 	dev.POST("/tasks/:id/evidence", s.evidence)
 
-	adm := v1.Group("/admin", s.authAdmin)
+	adm := v1.Group("/admin", s.authenticate(false))
 	adm.POST("/devices", s.registerDevice)
 	adm.GET("/devices", s.listDevices)
 	adm.GET("/devices/:id", s.getDevice)
@@ -227,39 +227,28 @@ func (s *Server) identify(h string) (dev *commands.Principal, op string) {
 	return dev, ""
 }
 
-func (s *Server) authDevice(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		h, ok := bearer(c)
-		if !ok {
-			return unauthorized(c)
+// authenticate resolves the bearer token before anything else of the
+// request is read, and admits only the credential kind of the route.
+func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h, ok := bearer(c)
+			if !ok {
+				return unauthorized(c)
+			}
+			dev, op := s.identify(h)
+			switch {
+			case dev == nil && op == "":
+				return unauthorized(c)
+			case wantDevice != (dev != nil):
+				return errWrongKind
+			case wantDevice:
+				c.Set(ctxDevice, *dev)
+			default:
+				c.Set(ctxOperator, commands.Operator(op))
+			}
+			return next(c)
 		}
-		dev, op := s.identify(h)
-		switch {
-		case op != "":
-			return errWrongKind
-		case dev == nil:
-			return unauthorized(c)
-		}
-		c.Set(ctxDevice, *dev)
-		return next(c)
-	}
-}
-
-func (s *Server) authAdmin(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		h, ok := bearer(c)
-		if !ok {
-			return unauthorized(c)
-		}
-		dev, op := s.identify(h)
-		switch {
-		case dev != nil:
-			return errWrongKind
-		case op == "":
-			return unauthorized(c)
-		}
-		c.Set(ctxOperator, commands.Operator(op))
-		return next(c)
 	}
 }
 
