@@ -96,31 +96,10 @@ type stateDoc struct {
 	ServerClaims uint64        `msgpack:"server_claims"`
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // Canonical returns the projections' canonical bytes: equal bytes mean
-// equal projections. Soft state and indexes are not included.
-func (s *State) Canonical() ([]byte, error) {
-	d := stateDoc{Head: s.Head, Order: s.Idem.Order, ServerClaims: s.ServerClaims}
-	for _, k := range sortedKeys(s.Tasks) {
-		d.Tasks = append(d.Tasks, s.Tasks[k])
-	}
-	for _, k := range sortedKeys(s.Devices) {
-		d.Devices = append(d.Devices, s.Devices[k])
-	}
-	for _, k := range sortedKeys(s.Idem.Records) {
-		d.Records = append(d.Records, s.Idem.Records[k])
-	}
-	d.Tombstones = sortedKeys(s.Idem.Tombstones)
-	return ledger.Marshal(&d)
-}
+// equal projections. Soft state and indexes are not included. It is
+// Capture().Encode(), so a snapshot taken from a capture has these bytes.
+func (s *State) Canonical() ([]byte, error) { return s.Capture().Encode() }
 
 // Restore builds a State from canonical bytes (a snapshot's content).
 func Restore(b []byte, cfg Config) (*State, error) {

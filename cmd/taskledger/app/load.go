@@ -102,11 +102,17 @@ func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Lo
 // as a snapshot; kcv is the key-check value the server-issued claims they
 // cover were verified under, or nil.
 func NewSnapshot(st *projections.State, kcv []byte) (*snapshots.Snapshot, error) {
-	content, err := st.Canonical()
+	return SnapshotOf(st.Capture(), st.Config(), kcv)
+}
+
+// SnapshotOf encodes a capture of projections derived with cfg as a
+// snapshot (outside any lock: the capture shares nothing mutable).
+func SnapshotOf(c *projections.Capture, cfg projections.Config, kcv []byte) (*snapshots.Snapshot, error) {
+	content, err := c.Encode()
 	if err != nil {
 		return nil, err
 	}
-	want := SnapshotWant(st.Config())
-	return &snapshots.Snapshot{Header: snapshots.Header{Seq: st.Head.Seq, Hash: st.Head.Hash, At: st.Head.At,
+	h, want := c.Head(), SnapshotWant(cfg)
+	return &snapshots.Snapshot{Header: snapshots.Header{Seq: h.Seq, Hash: h.Hash, At: h.At,
 		Schema: want.Schema, Config: want.Config, KeyCheck: kcv}, State: content}, nil
 }

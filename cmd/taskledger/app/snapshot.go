@@ -16,8 +16,8 @@ import (
 
 // snapshotter takes a snapshot every `every` events while the server runs.
 // The sequencer only signals it (Committed hook); the projections are
-// encoded under the read lock (the sequencer waits for that encoding
-// only) and the file is written and fsynced outside any lock.
+// copied under the read lock (projections.Capture: the sequencer waits for
+// that copy only), then encoded, written and fsynced outside any lock.
 type snapshotter struct {
 	dir     string
 	every   uint64
@@ -88,16 +88,17 @@ func (s *snapshotter) take(force bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := time.Now() //tl:wallclock snapshot-duration metric
-	var snap *snapshots.Snapshot
-	var err error
+	var capture *projections.Capture
+	var cfg projections.Config
 	s.eng.Read(func(st *projections.State) {
 		if last := s.last.Load(); st.Head.Seq > last && (force || st.Head.Seq >= last+s.every) {
-			snap, err = NewSnapshot(st, s.kcv)
+			capture, cfg = st.Capture(), st.Config()
 		}
 	})
-	if err == nil && snap == nil {
+	if capture == nil {
 		return "", nil
 	}
+	snap, err := SnapshotOf(capture, cfg, s.kcv)
 	path := ""
 	if err == nil {
 		path, err = snapshots.Write(s.dir, snap)
