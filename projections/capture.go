@@ -44,7 +44,10 @@ func (s *State) Capture() *Capture {
 func (c *Capture) Head() ledger.Head { return c.d.Head }
 
 // Encode returns the canonical bytes of the captured projections: the same
-// bytes State.Canonical gives for the state it was captured from.
+// bytes State.Canonical gives for the state it was captured from. Structs
+// are encoded as arrays (ledger.MarshalArrays): smaller and faster, and a
+// struct that changed shape without a SchemaVersion bump makes older
+// snapshots fail to decode (refused, rebuilt) instead of loading zeros.
 func (c *Capture) Encode() ([]byte, error) {
 	d := &c.d
 	sort.Slice(d.Tasks, func(i, j int) bool { return d.Tasks[i].ID < d.Tasks[j].ID })
@@ -65,7 +68,7 @@ func (c *Capture) Encode() ([]byte, error) {
 	if len(d.Tombstones) == 0 {
 		d.Tombstones = nil
 	}
-	return ledger.Marshal(d)
+	return ledger.MarshalArrays(d)
 }
 
 func clonePtr[T any](p *T) *T {

@@ -15,6 +15,8 @@ package snapshots_test
 //	TASKLEDGER_BENCH_MIX     lifecycle (default: create, claim, start,
 //	                         heartbeat, complete per task) or tasks (only
 //	                         authorized task.created: one task per event)
+//	TASKLEDGER_BENCH_DIR     build the log there and keep it; a directory
+//	                         that already holds a ledger is reused as is
 
 import (
 	"crypto/sha256"
@@ -70,6 +72,15 @@ func TestMain(m *testing.M) {
 func getBenchLog(b *testing.B) *benchLog {
 	b.Helper()
 	benchOnce.Do(func() {
+		if dir := os.Getenv("TASKLEDGER_BENCH_DIR"); dir != "" {
+			if ledger.Exists(dir) {
+				bench, benchErr = reuseBenchLog(dir)
+				return
+			}
+			bench, benchErr = buildBenchLog(dir, uint64(envInt("TASKLEDGER_BENCH_EVENTS", 200000)),
+				uint64(envInt("TASKLEDGER_BENCH_TAIL", 10000)), os.Getenv("TASKLEDGER_BENCH_MIX"))
+			return
+		}
 		benchRoot, benchErr = os.MkdirTemp("", "taskledger-snapshot-bench-")
 		if benchErr == nil {
 			bench, benchErr = buildBenchLog(benchRoot, uint64(envInt("TASKLEDGER_BENCH_EVENTS", 200000)),
@@ -80,6 +91,25 @@ func getBenchLog(b *testing.B) *benchLog {
 		b.Fatal(benchErr)
 	}
 	return bench
+}
+
+// reuseBenchLog describes a kept benchmark log.
+func reuseBenchLog(dir string) (*benchLog, error) {
+	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	head, err := store.Head()
+	if err != nil {
+		return nil, err
+	}
+	list, err := snapshots.List(snapshots.Dir(dir))
+	if err != nil || len(list) == 0 {
+		return nil, fmt.Errorf("no snapshot in %s: %v", dir, err)
+	}
+	cfg := projections.Config{IdempotencyRetentionMs: commands.DefaultConfig().IdempotencyRetention.Milliseconds()}
+	return &benchLog{dir: dir, events: head.Seq, snapSeq: list[0].Seq, snapSize: int(list[0].Size), cfg: cfg}, nil
 }
 
 // builder decides commands against projections and appends their events
