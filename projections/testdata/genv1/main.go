@@ -3,13 +3,15 @@
 // every event type, so later code proves it still replays and verifies
 // logs written with the first event schemas.
 //
-// It was run once, before any event type had a second schema:
+// It was run once, at commit 9777854, before any event type had a second
+// schema (task.heartbeat schema 2 came in the next commit):
 //
 //	go run ./projections/testdata/genv1 -out projections/testdata/v1
 //
-// Running it again after a schema change writes a log with the newer
-// schemas, which is not the point of the fixture: the committed files are
-// the frozen format. The claim-token secret below is a test value.
+// To reproduce the fixture, check out that commit and run the line above.
+// Running it on later code writes a log with the newer schemas, which is
+// not the point of the fixture: the committed files are the frozen format.
+// The claim-token secret below is a test value.
 package main
 
 import (
