@@ -216,6 +216,26 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 || !strings.Contains(res.Stdout, "1 snapshots checked") {
 		t.Fatalf("verify: %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
+
+	// A snapshot edited by hand: verify fails naming it and its checksum,
+	// list shows it refused, and it never loads.
+	raw, _ := os.ReadFile(m[3])
+	i := bytes.Index(raw, []byte("SUCCEEDED"))
+	if i < 0 {
+		t.Fatal("no task state in the snapshot")
+	}
+	copy(raw[i:], "CANCELED!")
+	if err := os.WriteFile(m[3], raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := runCLI(t, "verify", "--data", dir)
+	if v.Code != 1 || !strings.Contains(v.Stderr, "snapshot-"+m[4]+".tlsnap") || !strings.Contains(v.Stderr, "checksum") ||
+		!strings.Contains(v.Stderr, "seq "+m[4]) {
+		t.Fatalf("verify of an edited snapshot: %d %q %q", v.Code, v.Stdout, v.Stderr)
+	}
+	if ls := runCLI(t, "snapshot", "list", "--data", dir); !strings.Contains(ls.Stdout, "refused: snapshots: checksum mismatch") {
+		t.Fatalf("snapshot list of an edited snapshot: %q", ls.Stdout)
+	}
 }
 
 // runWithEnv runs the binary with extra environment and reports how it
