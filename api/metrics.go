@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -60,8 +61,11 @@ func (m *Metrics) Engine() commands.Metrics {
 			m.batchSize.Observe(float64(n))
 			m.commitSecs.Observe(d.Seconds())
 		},
-		Command: func(cmd commands.Command, err error) {
+		Command: func(cmd commands.Command, res commands.Result, err error) {
 			outcome := "ok"
+			if rec := res.Record; err == nil && rec != nil && rec.Status == http.StatusConflict {
+				err = commands.RecordedError(rec.Code) // a recorded refusal (late report, claim_requires_manual)
+			}
 			if err != nil {
 				outcome = toAPIError(err).Code
 				if isUnavailable(err) {

@@ -25,7 +25,7 @@ type Loader func() (*projections.State, error)
 // Metrics receives the sequencer's measurements; nil fields are skipped.
 type Metrics struct {
 	BatchCommitted func(commands int, events int, commit time.Duration)
-	Command        func(cmd Command, err error)
+	Command        func(cmd Command, res Result, err error)
 	Claimed        func()
 }
 
@@ -358,7 +358,7 @@ func (e *Engine) runBatch(batch []*request) {
 	}
 	for _, r := range batch {
 		if e.metrics.Command != nil {
-			e.metrics.Command(r.cmd, r.err)
+			e.metrics.Command(r.cmd, r.res, r.err)
 		}
 		if e.metrics.Claimed != nil && r.err == nil && !r.res.Replayed && r.res.Record != nil &&
 			r.res.Record.EventType == projections.EvTaskClaimed {
