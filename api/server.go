@@ -75,6 +75,8 @@ func New(o Options) *Server {
 	e.Use(s.requestLog, s.gate)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
+	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
+	e.GET("/console/", console)
 
 	v1 := e.Group("/api/v1")
 	dev := v1.Group("/device", s.authenticate(true))
