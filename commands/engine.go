@@ -268,6 +268,7 @@ func (e *Engine) runBatch(batch []*request) {
 	expected := e.committed
 	head := expected
 	var events []*ledger.Event
+	var encoded [][]byte // each event's stored bytes, from SealEncoded
 	var soft []ledger.SoftRecord
 	var manual *int64
 	var secretCheck []byte
@@ -291,8 +292,9 @@ func (e *Engine) runBatch(batch []*request) {
 		}
 		for i := range d.Events {
 			ev, err := e.stamp(s, &d.Events[i], now, head)
+			var raw []byte
 			if err == nil {
-				head, err = ledger.Seal(ev, head)
+				head, raw, err = ledger.SealEncoded(ev, head)
 			}
 			if err == nil {
 				err = s.Apply(ev)
@@ -303,6 +305,7 @@ func (e *Engine) runBatch(batch []*request) {
 				break
 			}
 			events = append(events, ev)
+			encoded = append(encoded, raw)
 		}
 		if r.err != nil {
 			continue
@@ -326,7 +329,7 @@ func (e *Engine) runBatch(batch []*request) {
 
 	var commitErr error
 	if poisoned == nil && (len(events) > 0 || len(soft) > 0 || manual != nil) {
-		b := &ledger.Batch{Expected: expected, Events: events, Soft: soft, SecretCheck: secretCheck}
+		b := &ledger.Batch{Expected: expected, Events: events, Encoded: encoded, Soft: soft, SecretCheck: secretCheck}
 		if manual != nil {
 			b.ManualClock = &ledger.ManualClock{Enabled: true, Now: *manual}
 		}

@@ -111,6 +111,39 @@ func Seal(e *Event, head Head) (Head, error) {
 	return Head{Seq: e.Seq, Hash: h, At: e.At}, nil
 }
 
+// SealEncoded is Seal that also returns the event's stored encoding
+// (Marshal(e) after sealing), so Append need not encode it again. The
+// encoding of e without its hash, which the hash is computed over, ends
+// with the hash field's nil value (Hash is the last field); the stored
+// encoding is the same bytes with that nil replaced by the 32-byte binary.
+func SealEncoded(e *Event, head Head) (Head, []byte, error) {
+	e.Seq = head.Seq + 1
+	e.PrevHash = head.Hash
+	c := *e
+	c.Hash = nil
+	b, err := Marshal(&c)
+	if err != nil {
+		return head, nil, fmt.Errorf("ledger: seal seq %d: %w", e.Seq, err)
+	}
+	h := sha256.New()
+	h.Write(e.PrevHash)
+	h.Write(b)
+	e.Hash = h.Sum(nil)
+	var enc []byte
+	if n := len(b); n > 0 && b[n-1] == msgpackNil {
+		enc = append(append(b[:n-1:n-1], msgpackBin8, HashSize), e.Hash...)
+	} else if enc, err = Marshal(e); err != nil {
+		return head, nil, fmt.Errorf("ledger: seal seq %d: %w", e.Seq, err)
+	}
+	return Head{Seq: e.Seq, Hash: e.Hash, At: e.At}, enc, nil
+}
+
+// msgpack format bytes SealEncoded relies on.
+const (
+	msgpackNil  = 0xc0
+	msgpackBin8 = 0xc4
+)
+
 // DecodeEvent decodes a stored envelope.
 func DecodeEvent(b []byte) (Event, error) {
 	var e Event

@@ -71,6 +71,9 @@ type Batch struct {
 	Soft        []SoftRecord
 	ManualClock *ManualClock // when set, replaces the stored manual clock
 	SecretCheck []byte       // when set, stored as the key-check value
+	// Encoded, when it has one entry per event, holds each event's stored
+	// encoding from SealEncoded; otherwise Append encodes the events.
+	Encoded [][]byte
 }
 
 // Open opens (creating if needed) the log in dir.
@@ -234,12 +237,14 @@ func (s *Store) Append(b *Batch) error {
 		}
 		events := tx.Bucket(bucketEvents)
 		events.FillPercent = 1.0
-		for _, e := range b.Events {
+		for i, e := range b.Events {
 			if e.Seq != head.Seq+1 || !bytes.Equal(e.PrevHash, head.Hash) {
 				return fmt.Errorf("%w: event seq %d after head %d", ErrBadBatch, e.Seq, head.Seq)
 			}
-			v, err := Marshal(e)
-			if err != nil {
+			var v []byte
+			if len(b.Encoded) == len(b.Events) {
+				v = b.Encoded[i]
+			} else if v, err = Marshal(e); err != nil {
 				return fmt.Errorf("ledger: encode seq %d: %w", e.Seq, err)
 			}
 			if err := events.Put(u64(e.Seq), v); err != nil {
