@@ -36,6 +36,8 @@ commands:
                              the log as NDJSON (one event a line, no secrets)
   snapshot create|list       snapshots on demand / the snapshots and their status
   projections rebuild        full replay from the log, then a fresh snapshot
+  bench                      the load generator: raw bbolt baselines, the ledger in process
+                             and over HTTP (--devices, --duration, --mode, --url, --admin-token)
   agent ...                  the device agent (enroll, run, status, resolve)
 
 every command takes --data DIR (default ./data)
