@@ -126,7 +126,10 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 		ae := toAPIError(commands.RecordedError(rec.Code))
 		return c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
 	case rec.EventType == projections.EvTaskClaimed || rec.EventType == projections.EvTaskClaimResumed:
-		return c.JSON(http.StatusOK, s.claimDoc(rec))
+		if res.Task == nil {
+			return commands.ErrInternal
+		}
+		return c.JSON(http.StatusOK, s.claimDoc(rec, res.Task))
 	case rec.Reply != nil && rec.Reply.Evidence != nil:
 		return c.JSON(http.StatusCreated, evidenceDoc(*rec.Reply.Evidence))
 	}
@@ -155,11 +158,13 @@ func taskReplyDoc(r *projections.Reply) map[string]any {
 	return doc
 }
 
-func (s *Server) claimDoc(rec *projections.IdemRecord) map[string]any {
+// claimDoc renders a claim answer: the recorded claim and the claimed task
+// as read when the answer was built (see commands.ClaimedTask).
+func (s *Server) claimDoc(rec *projections.IdemRecord, t *commands.ClaimedTask) map[string]any {
 	r := rec.Reply
-	task := map[string]any{"id": r.TaskID, "payload": json.RawMessage(r.Payload), "revision": r.Revision,
-		"created_at": formatTime(r.CreatedAt)}
-	if r.HasImage {
+	task := map[string]any{"id": r.TaskID, "payload": json.RawMessage(t.Payload), "revision": t.Revision,
+		"created_at": formatTime(t.CreatedAt)}
+	if t.HasImage {
 		task["reference_image_url"] = "/api/v1/device/tasks/" + r.TaskID + "/reference-image"
 	}
 	claim := map[string]any{"generation": r.Generation, "session_id": r.SessionID,

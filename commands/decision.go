@@ -49,6 +49,8 @@ type Result struct {
 	Replayed bool
 	// Value is any other answer (presence, server time, device token).
 	Value any
+	// Task is the claimed task of a claim-next answered 200 (ClaimedTask).
+	Task *ClaimedTask
 	// Now is the time the command was sequenced at.
 	Now int64
 	// Seq is the head after the command.

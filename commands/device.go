@@ -147,6 +147,9 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		}
 		return nil
 	}); dec != nil || err != nil {
+		if dec != nil {
+			dec.Answer = claimAnswer(dec.Answer)
+		}
 		return dec, err
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
@@ -172,7 +175,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 			Events: []Draft{{Stream: projections.TaskStream(t.ID), Type: projections.EvTaskClaimResumed, Actor: actor, Idem: id,
 				Body: &projections.TaskClaimResumed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID,
 					Generation: t.Claim.Generation, LeaseExpiresAt: t.Claim.LeaseExpiresAt}}},
-			Answer: recorded(scope, c.Key),
+			Answer: claimAnswer(recorded(scope, c.Key)),
 		}, nil
 	}
 
@@ -230,7 +233,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 	dec := &Decision{
 		Events: []Draft{{Stream: projections.TaskStream(t.ID), Type: projections.EvTaskClaimed, Actor: actor, Idem: id, Body: body}},
-		Answer: recorded(scope, c.Key),
+		Answer: claimAnswer(recorded(scope, c.Key)),
 	}
 	if body.TokenOrigin == projections.TokenServer && x.State.ServerClaims == 0 {
 		dec.SecretCheck = SecretCheck(x.Cfg.ClaimSecret)

@@ -627,7 +627,6 @@ func taskReply(t *Task, at int64) *Reply {
 func claimReply(t *Task, at int64) *Reply {
 	r := taskReply(t, at)
 	r.ExecutionID = ""
-	r.Payload, r.Revision, r.CreatedAt, r.HasImage = t.Payload, t.Revision, t.CreatedAt, t.Image != nil
 	r.SessionID, r.TokenOrigin, r.Nonce = t.Claim.SessionID, t.Claim.TokenOrigin, t.Claim.Nonce
 	r.AuthorizationID, r.AuthorizationExpiresAt = t.Claim.AuthorizationID, t.Claim.AuthorizationExpiresAt
 	return r

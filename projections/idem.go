@@ -15,11 +15,8 @@ type Reply struct {
 	CancelRequested bool   `msgpack:"cancel_requested"`
 	Step            string `msgpack:"step"`
 
-	// claim-next only
-	Payload                string `msgpack:"payload"`
-	Revision               uint64 `msgpack:"revision"`
-	CreatedAt              int64  `msgpack:"created_at"`
-	HasImage               bool   `msgpack:"has_image"`
+	// claim-next only (the claimed task's payload, revision, creation time
+	// and image are read from the task when answering: commands.ClaimedTask)
 	SessionID              string `msgpack:"session_id"`
 	TokenOrigin            string `msgpack:"token_origin"`
 	Nonce                  string `msgpack:"nonce"`

@@ -9,8 +9,9 @@ import (
 
 // SchemaVersion changes whenever this package changes what it derives from
 // the log. A snapshot of another schema version is never loaded: start-up
-// rebuilds from the log instead.
-const SchemaVersion = 1
+// rebuilds from the log instead. (2: claim records no longer copy the
+// claimed task's payload, revision, creation time and image.)
+const SchemaVersion = 2
 
 // Task states.
 const (
