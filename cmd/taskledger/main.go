@@ -103,6 +103,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 		return fail(stderr, "--log-level: %v", err)
 	}
 	logger := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	gc := tuneGC()
+	logger.Info().Int("gogc", gc.Percent).Int64("memory_limit", gc.Limit).Str("gogc_from", gc.PercentFrom).
+		Str("memory_limit_from", gc.LimitFrom).Msg("garbage collector")
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fail(stderr, "listen %s: %v", f.listen, err)
