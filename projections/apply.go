@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"sort"
 
 	"taskledger/ledger"
 )
@@ -139,7 +138,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 			t.Auth = &Authorization{AuthBody: *b.Authorization, Status: AuthActive, CreatedAt: e.At}
 		}
 		s.Tasks[t.ID] = t
-		s.taskOrder = append(s.taskOrder, t.ID)
+		s.taskOrder = append(s.taskOrder, t)
 		s.touch(t, e)
 		s.record(e, t, nil, http.StatusCreated)
 		return nil
@@ -667,8 +666,4 @@ func deviceOf(e *ledger.Event) string {
 		return e.Actor.ID
 	}
 	return ""
-}
-
-func sortByCreateSeq(ids []string, tasks map[string]*Task) {
-	sort.Slice(ids, func(i, j int) bool { return tasks[ids[i]].CreateSeq < tasks[ids[j]].CreateSeq })
 }

@@ -45,9 +45,14 @@ type IdemRecord struct {
 // IdemView holds the idempotency records still within retention and the
 // tombstones of those that left it.
 type IdemView struct {
-	Records    map[string]*IdemRecord `msgpack:"records"`    // scope + "\x00" + key
-	Tombstones map[string]bool        `msgpack:"tombstones"` // raw SHA-256 of scope + "\x00" + key
-	Order      []string               `msgpack:"order"`      // record ids by At, for expiry
+	Records map[string]*IdemRecord `msgpack:"records"` // scope + "\x00" + key
+	// Tombstones holds raw SHA-256 of scope + "\x00" + key: the ones added
+	// since the projections were loaded; frozen, those loaded from a
+	// snapshot (sorted, TombstoneSize bytes each, looked up by binary
+	// search: no map of millions to build at start).
+	Tombstones map[string]bool `msgpack:"tombstones"`
+	frozen     string
+	Order      []string `msgpack:"order"` // record ids by At, for expiry
 	// Soft holds "no task" (204) outcomes: not from events, never in
 	// snapshots; SoftOrder and SoftTombstones are their expiry bookkeeping.
 	Soft           map[string]*IdemRecord `msgpack:"-"`
@@ -89,10 +94,26 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 		}
 		return r, false
 	}
-	if t := TombstoneID(id); v.Tombstones[t] || v.SoftTombstones[t] {
+	if t := TombstoneID(id); v.Tombstones[t] || v.frozenHas(t) || v.SoftTombstones[t] {
 		return nil, true
 	}
 	return nil, false
+}
+
+// frozenHas reports whether t is among the tombstones loaded from a
+// snapshot.
+func (v *IdemView) frozenHas(t string) bool {
+	n := len(v.frozen) / TombstoneSize
+	i, j := 0, n
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if v.frozen[h*TombstoneSize:(h+1)*TombstoneSize] < t {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i < n && v.frozen[i*TombstoneSize:(i+1)*TombstoneSize] == t
 }
 
 func (v *IdemView) put(r *IdemRecord) {

@@ -67,7 +67,7 @@ func (s *State) dequeue(t *Task) { t.queueEpoch = 0 }
 // reindex puts t into the index that matches its state after an event.
 func (s *State) reindex(t *Task) {
 	switch {
-	case t.State == StatePending && t.Auth != nil && t.Auth.Status == AuthActive && t.authMatches():
+	case t.queueable():
 		if t.queueEpoch == 0 {
 			s.enqueue(t)
 		}
@@ -77,6 +77,12 @@ func (s *State) reindex(t *Task) {
 	default:
 		s.dequeue(t)
 	}
+}
+
+// queueable reports whether t belongs in the claim queue: PENDING with
+// an active authorization that matches it.
+func (t *Task) queueable() bool {
+	return t.State == StatePending && t.Auth != nil && t.Auth.Status == AuthActive && t.authMatches()
 }
 
 // authMatches reports whether the authorization snapshot matches the task's
@@ -139,22 +145,29 @@ func (s *State) NextClaimable(now int64) *Task {
 	return nil
 }
 
-// rebuildIndexes recomputes every index from the views (after a snapshot
-// load).
-func (s *State) rebuildIndexes() {
-	s.queue = nil
-	s.claimExpiry = nil
-	s.byTokenHash = map[string]string{}
-	s.taskOrder = s.taskOrder[:0]
-	for _, t := range s.Tasks {
-		s.taskOrder = append(s.taskOrder, t.ID)
-	}
-	sortByCreateSeq(s.taskOrder, s.Tasks)
-	for _, id := range s.taskOrder {
-		t := s.Tasks[id]
+// rebuildTaskIndexes recomputes the claim indexes from the tasks in
+// creation order (after a snapshot load): what reindex would give, built
+// as slices and heapified at once.
+func (s *State) rebuildTaskIndexes() {
+	s.queue, s.claimExpiry = s.queue[:0], s.claimExpiry[:0]
+	for _, t := range s.taskOrder {
 		t.queueEpoch = 0
-		s.reindex(t)
+		switch {
+		case t.queueable():
+			s.queueCounter++
+			t.queueEpoch = s.queueCounter
+			s.queue = append(s.queue, queueEntry{createdAt: t.CreatedAt, createSeq: t.CreateSeq, taskID: t.ID, epoch: t.queueEpoch})
+		case t.State == StateClaimed && t.Claim != nil:
+			s.claimExpiry = append(s.claimExpiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
+		}
 	}
+	heap.Init(&s.queue)
+	heap.Init(&s.claimExpiry)
+}
+
+// rebuildDeviceIndex recomputes the device token index.
+func (s *State) rebuildDeviceIndex() {
+	s.byTokenHash = make(map[string]string, len(s.Devices))
 	for id, d := range s.Devices {
 		s.byTokenHash[d.TokenHash] = id
 	}

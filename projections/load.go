@@ -84,44 +84,7 @@ func (s *State) LoadSoft(src Source) error {
 	return nil
 }
 
-// stateDoc is the canonical encoding of State: maps become slices sorted
-// by key, because msgpack does not sort the keys of struct-valued maps.
-type stateDoc struct {
-	Head         ledger.Head   `msgpack:"head"`
-	Tasks        []*Task       `msgpack:"tasks"`
-	Devices      []*Device     `msgpack:"devices"`
-	Records      []*IdemRecord `msgpack:"idem_records"`
-	Order        []string      `msgpack:"idem_order"`
-	Tombstones   []string      `msgpack:"idem_tombstones"`
-	ServerClaims uint64        `msgpack:"server_claims"`
-}
-
 // Canonical returns the projections' canonical bytes: equal bytes mean
 // equal projections. Soft state and indexes are not included. It is
 // Capture().Encode(), so a snapshot taken from a capture has these bytes.
 func (s *State) Canonical() ([]byte, error) { return s.Capture().Encode() }
-
-// Restore builds a State from canonical bytes (a snapshot's content).
-func Restore(b []byte, cfg Config) (*State, error) {
-	var d stateDoc
-	if err := ledger.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
-	}
-	s := New(cfg)
-	s.Head, s.ServerClaims = d.Head, d.ServerClaims
-	for _, t := range d.Tasks {
-		s.Tasks[t.ID] = t
-	}
-	for _, dv := range d.Devices {
-		s.Devices[dv.ID] = dv
-	}
-	for _, r := range d.Records {
-		s.Idem.Records[IdemID(r.Scope, r.Key)] = r
-	}
-	s.Idem.Order = d.Order
-	for _, t := range d.Tombstones {
-		s.Idem.Tombstones[t] = true
-	}
-	s.rebuildIndexes()
-	return s, nil
-}

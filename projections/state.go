@@ -209,7 +209,7 @@ type State struct {
 	Presence map[string]*Presence `msgpack:"-"`
 
 	// Indexes (derived, rebuilt on load).
-	taskOrder    []string          // task ids by creation seq
+	taskOrder    []*Task           // tasks by creation seq
 	byTokenHash  map[string]string // device token hash → device id
 	queue        taskQueue
 	claimExpiry  expiryHeap
@@ -247,7 +247,7 @@ func (s *State) DeviceByTokenHash(h string) (*Device, bool) {
 // returns false.
 func (s *State) TaskIDsNewestFirst(before uint64, fn func(t *Task) bool) {
 	for i := len(s.taskOrder) - 1; i >= 0; i-- {
-		t := s.Tasks[s.taskOrder[i]]
+		t := s.taskOrder[i]
 		if before != 0 && t.CreateSeq >= before {
 			continue
 		}

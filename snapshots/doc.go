@@ -10,14 +10,15 @@
 // final name, and the directory is fsynced: a crash leaves either the
 // complete file or a .tmp file that loading skips.
 //
-// # Format (version 1)
+// # Format (version 2)
 //
 //	magic     8 bytes  "TLSNAP\r\n"
 //	hlen      4 bytes  big-endian length of the header
 //	header    hlen bytes, msgpack Header: format, seq, hash and at of the
 //	          covered head, projection schema version, projection config,
 //	          claim-token key-check value, content length
-//	content   the projections' canonical bytes (msgpack)
+//	content   the projections' canonical bytes (their binary encoding,
+//	          projections/content.go; version 1 held msgpack)
 //	checksum  32 bytes SHA-256 over every byte before it
 //
 // # Trust

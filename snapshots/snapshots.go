@@ -18,7 +18,8 @@ import (
 )
 
 // FormatVersion is the version of the file format described in doc.go.
-const FormatVersion = 1
+// (2: the content is projections' own binary encoding, no longer msgpack.)
+const FormatVersion = 2
 
 // DirName is the snapshot folder's name inside the data directory.
 const DirName = "snapshots"

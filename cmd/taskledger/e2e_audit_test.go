@@ -23,6 +23,7 @@ import (
 	"taskledger/cmd/taskledger/app"
 	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/projections"
 	"taskledger/snapshots"
 )
 
@@ -210,7 +211,7 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 		t.Fatalf("rebuild snapshot: %v %x", err, s.KeyCheck)
 	}
 	ls := runCLI(t, "snapshot", "list", "--data", dir)
-	if ls.Code != 0 || !strings.HasPrefix(ls.Stdout, "snapshot-"+m[4]+".tlsnap  seq="+m[4]+"  schema=1") || !strings.Contains(ls.Stdout, " ok\n") {
+	if ls.Code != 0 || !strings.HasPrefix(ls.Stdout, "snapshot-"+m[4]+".tlsnap  seq="+m[4]+"  schema="+strconv.Itoa(projections.SchemaVersion)) || !strings.Contains(ls.Stdout, " ok\n") {
 		t.Fatalf("snapshot list: %q", ls.Stdout)
 	}
 	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 || !strings.Contains(res.Stdout, "1 snapshots checked") {
