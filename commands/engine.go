@@ -90,7 +90,7 @@ type Engine struct {
 
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
-	committedHook func(head ledger.Head, events []*ledger.Event)
+	committedHook func(head ledger.Head, events []*ledger.Event, bodies []any)
 
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
 	closed  bool
@@ -115,10 +115,12 @@ type Options struct {
 	Logger   zerolog.Logger
 	MaxBatch int
 	// Committed, when set, is called by the sequencer after every commit
-	// that appended events, with the new head and those events, while it
-	// still holds the projections' write lock: it must return at once and
-	// must not call Read (snapshots and metrics hand the work elsewhere).
-	Committed func(head ledger.Head, events []*ledger.Event)
+	// that appended events, with the new head, those events and their
+	// bodies (bodies[i] is what projections.DecodeBody returns for
+	// events[i]; the hook must not change them), while it still holds the
+	// projections' write lock: it must return at once and must not call
+	// Read (snapshots and metrics hand the work elsewhere).
+	Committed func(head ledger.Head, events []*ledger.Event, bodies []any)
 }
 
 // NewEngine starts the sequencer over a loaded state.
@@ -268,6 +270,7 @@ func (e *Engine) runBatch(batch []*request) {
 	expected := e.committed
 	head := expected
 	var events []*ledger.Event
+	var bodies []any     // each event's body, as the draft built it
 	var encoded [][]byte // each event's stored bytes, from SealEncoded
 	var soft []ledger.SoftRecord
 	var manual *int64
@@ -297,7 +300,7 @@ func (e *Engine) runBatch(batch []*request) {
 				head, raw, err = ledger.SealEncoded(ev, head)
 			}
 			if err == nil {
-				err = s.Apply(ev)
+				err = s.ApplyDecoded(ev, d.Events[i].Body) // no need to decode what was just encoded
 			}
 			if err != nil {
 				poisoned = fmt.Errorf("commands: applying a decided event: %w", err)
@@ -305,6 +308,7 @@ func (e *Engine) runBatch(batch []*request) {
 				break
 			}
 			events = append(events, ev)
+			bodies = append(bodies, d.Events[i].Body)
 			encoded = append(encoded, raw)
 		}
 		if r.err != nil {
@@ -353,7 +357,7 @@ func (e *Engine) runBatch(batch []*request) {
 		e.committed = head
 		afterCommit(events)
 		if e.committedHook != nil && len(events) > 0 {
-			e.committedHook(head, events)
+			e.committedHook(head, events, bodies)
 		}
 		if manual != nil && e.manual != nil {
 			e.manual.Set(time.UnixMilli(*manual))

@@ -14,6 +14,19 @@ import (
 // *ApplyError wrapping ErrInvariant, and the state is left unchanged where
 // the check comes before any change (every check does).
 func (s *State) Apply(e *ledger.Event) error {
+	if err := s.follows(e); err != nil {
+		return err
+	}
+	body, err := DecodeBody(e.Type, e.Schema, e.Body)
+	if err != nil {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	return s.applyDecoded(e, body)
+}
+
+// follows checks that e continues the head: the next seq, chained, not
+// back in time.
+func (s *State) follows(e *ledger.Event) error {
 	if e.Seq != s.Head.Seq+1 {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: violation("seq %d does not follow %d", e.Seq, s.Head.Seq)}
 	}
@@ -23,10 +36,11 @@ func (s *State) Apply(e *ledger.Event) error {
 	if e.At < s.Head.At {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: violation("time %d goes back from %d", e.At, s.Head.At)}
 	}
-	body, err := DecodeBody(e.Type, e.Schema, e.Body)
-	if err != nil {
-		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
-	}
+	return nil
+}
+
+// applyDecoded folds e, whose body is already decoded, and moves the head.
+func (s *State) applyDecoded(e *ledger.Event, body any) error {
 	if err := s.apply(e, body); err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
 	}

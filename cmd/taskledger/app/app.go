@@ -166,9 +166,9 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	}
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
 		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
-		Committed: func(head ledger.Head, events []*ledger.Event) {
+		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			snap.committed(head)
-			observe(events)
+			observe(events, bodies)
 		}})
 	snap.start(eng)
 	switch {

@@ -10,22 +10,15 @@ import (
 // the committed events show: a claim taken over from another device after
 // its claim lease expired, or a stale claim an operator command closed
 // (claim); a complete/fail reported after the running lease expired
-// (running). Only the few event types that can show one are decoded.
-func observeLeases(m *api.Metrics) func(events []*ledger.Event) {
-	return func(events []*ledger.Event) {
-		for _, e := range events {
-			switch e.Type {
-			case projections.EvTaskLateReport:
+// (running). It reads the bodies the sequencer built (bodies[i] is
+// events[i]'s), so nothing is decoded again.
+func observeLeases(m *api.Metrics) func(events []*ledger.Event, bodies []any) {
+	return func(events []*ledger.Event, bodies []any) {
+		for i, e := range events {
+			if e.Type == projections.EvTaskLateReport {
 				m.ObserveLeaseExpiry(api.LeaseRunning)
-			case projections.EvTaskClaimed, projections.EvTaskAmended, projections.EvTaskReferenceImageSet,
-				projections.EvTaskAuthorized, projections.EvTaskAuthorizationRevoked:
-				b, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
-				if err != nil {
-					continue
-				}
-				if closedStaleClaim(b) {
-					m.ObserveLeaseExpiry(api.LeaseClaim)
-				}
+			} else if i < len(bodies) && closedStaleClaim(bodies[i]) {
+				m.ObserveLeaseExpiry(api.LeaseClaim)
 			}
 		}
 	}
