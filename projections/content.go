@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"taskledger/ledger"
 )
@@ -125,10 +125,24 @@ const binaryMaxVarint = 10
 // content is copied once into a string that every string of the state
 // refers to; the task section is decoded beside the others.
 func Restore(b []byte, cfg Config) (*State, error) {
-	if !bytes.HasPrefix(b, []byte(contentMagic)) {
+	return restore(string(b), cfg)
+}
+
+// RestoreOwned is Restore without the copy: the state's strings refer to
+// b itself, so b must never change again (nor be reused) once it is
+// passed: start-up hands over the buffer a snapshot file was read into.
+func RestoreOwned(b []byte, cfg Config) (*State, error) {
+	if len(b) == 0 {
+		return restore("", cfg)
+	}
+	return restore(unsafe.String(&b[0], len(b)), cfg)
+}
+
+func restore(content string, cfg Config) (*State, error) {
+	if !strings.HasPrefix(content, contentMagic) {
 		return nil, fmt.Errorf("%w: %w: no content magic", ledger.ErrCorrupt, errContent)
 	}
-	d := &decBuf{s: string(b), p: len(contentMagic)}
+	d := &decBuf{s: content, p: len(contentMagic)}
 	s := New(cfg)
 	s.Head.Seq = d.uv()
 	s.Head.Hash = d.bytes()

@@ -1,6 +1,10 @@
 package projections
 
-import "container/heap"
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+)
 
 // The claim indexes. Both are heaps with lazy deletion: an entry is checked
 // against the task when it reaches the top and dropped if it no longer
@@ -161,8 +165,19 @@ func (s *State) rebuildTaskIndexes() {
 			s.claimExpiry = append(s.claimExpiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
 		}
 	}
-	heap.Init(&s.queue)
+	// Tasks come in creation order, so the queue is usually sorted
+	// already, and a sorted slice is a heap.
+	if !slices.IsSortedFunc(s.queue, cmpQueueEntry) {
+		heap.Init(&s.queue)
+	}
 	heap.Init(&s.claimExpiry)
+}
+
+func cmpQueueEntry(a, b queueEntry) int {
+	if c := cmp.Compare(a.createdAt, b.createdAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.createSeq, b.createSeq)
 }
 
 // rebuildDeviceIndex recomputes the device token index.

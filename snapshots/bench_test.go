@@ -109,7 +109,40 @@ func reuseBenchLog(dir string) (*benchLog, error) {
 		return nil, fmt.Errorf("no snapshot in %s: %v", dir, err)
 	}
 	cfg := projections.Config{IdempotencyRetentionMs: commands.DefaultConfig().IdempotencyRetention.Milliseconds()}
+	if s, err := snapshots.Read(list[0].Path); err != nil || snapshots.Check(s, app.SnapshotWant(cfg), store) != nil {
+		// Written by an older build (format or schema): this build's
+		// snapshot at the same seq replaces it.
+		if err := resnapshot(store, dir, list[0].Seq, cfg); err != nil {
+			return nil, err
+		}
+		if list, err = snapshots.List(snapshots.Dir(dir)); err != nil {
+			return nil, err
+		}
+	}
 	return &benchLog{dir: dir, events: head.Seq, snapSeq: list[0].Seq, snapSize: int(list[0].Size), cfg: cfg}, nil
+}
+
+// resnapshot replays the log up to seq and writes the snapshot covering it.
+func resnapshot(store *ledger.Store, dir string, seq uint64, cfg projections.Config) error {
+	st := projections.New(cfg)
+	err := store.Range(0, func(e *ledger.Event) error {
+		if err := st.Apply(e); err != nil {
+			return err
+		}
+		if e.Seq == seq {
+			return ledger.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s, err := app.NewSnapshot(st, nil)
+	if err != nil {
+		return err
+	}
+	_, err = snapshots.Write(snapshots.Dir(dir), s)
+	return err
 }
 
 // builder decides commands against projections and appends their events

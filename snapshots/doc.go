@@ -10,7 +10,7 @@
 // final name, and the directory is fsynced: a crash leaves either the
 // complete file or a .tmp file that loading skips.
 //
-// # Format (version 2)
+// # Format (version 3)
 //
 //	magic     8 bytes  "TLSNAP\r\n"
 //	hlen      4 bytes  big-endian length of the header
@@ -19,7 +19,8 @@
 //	          claim-token key-check value, content length
 //	content   the projections' canonical bytes (their binary encoding,
 //	          projections/content.go; version 1 held msgpack)
-//	checksum  32 bytes SHA-256 over every byte before it
+//	checksum  4 bytes CRC-32C (Castagnoli, big-endian) over every byte
+//	          before it (versions 1 and 2: 32 bytes SHA-256)
 //
 // # Trust
 //
@@ -30,6 +31,11 @@
 // whose hash is not the hash of the event at its seq in the log. The
 // newest snapshot that passes every check is used; the log stays the only
 // truth, so with none the projections are rebuilt from the whole log.
+// The checksum detects damage and edits that did not recompute it; it is
+// no seal against someone who can write the data directory (and could
+// rewrite the log as well), which is why a cheap CRC does the job: what
+// anchors a snapshot is its covered hash in the log, and verify's check
+// that snapshot + tail equals a full replay.
 //
 // The key-check value records that the server-issued claims the snapshot
 // covers were verified under the claim-token secret with that key-check

@@ -3,10 +3,10 @@ package snapshots
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,8 +18,9 @@ import (
 )
 
 // FormatVersion is the version of the file format described in doc.go.
-// (2: the content is projections' own binary encoding, no longer msgpack.)
-const FormatVersion = 2
+// (2: the content is projections' own binary encoding, no longer msgpack;
+// 3: the checksum is CRC-32C instead of SHA-256.)
+const FormatVersion = 3
 
 // DirName is the snapshot folder's name inside the data directory.
 const DirName = "snapshots"
@@ -32,6 +33,15 @@ const Ext = ".tlsnap"
 const Keep = 2
 
 var magic = []byte("TLSNAP\r\n")
+
+// checksumSize is the size of the trailing checksum: CRC-32C (Castagnoli)
+// of every byte before it, big-endian. It detects damage and hand edits
+// (see doc.go: a checksum guards against accidents, not forgery); a
+// hardware CRC reads a 400 MB snapshot in a few tens of milliseconds,
+// where SHA-256 took half a second.
+const checksumSize = 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // maxHeader bounds the header length a reader accepts.
 const maxHeader = 1 << 16
@@ -95,7 +105,7 @@ func Write(dir string, s *Snapshot) (string, error) {
 			os.Remove(tmp)
 		}
 	}()
-	sum := sha256.New()
+	sum := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(f, 1<<20)
 	w := io.MultiWriter(bw, sum)
 	var hlen [4]byte
@@ -156,11 +166,11 @@ func Read(path string) (*Snapshot, error) {
 // Decode checks and decodes the bytes of a snapshot file read from path.
 // The returned State aliases b.
 func Decode(path string, b []byte) (*Snapshot, error) {
-	if len(b) < len(magic)+4+sha256.Size || !bytes.Equal(b[:len(magic)], magic) {
+	if len(b) < len(magic)+4+checksumSize || !bytes.Equal(b[:len(magic)], magic) {
 		return nil, ErrForeign
 	}
-	body, want := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], want) {
+	body, want := b[:len(b)-checksumSize], b[len(b)-checksumSize:]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(want) {
 		return nil, ErrChecksum
 	}
 	off := len(magic)

@@ -39,9 +39,10 @@ func SnapshotWant(cfg projections.Config) snapshots.Want {
 func DataDir(store *ledger.Store) string { return filepath.Dir(store.Path()) }
 
 // RestoreSnapshot builds projections from a snapshot's content and checks
-// that they cover what its header says.
+// that they cover what its header says. The projections keep s.State as
+// their memory (projections.RestoreOwned): it must not change afterwards.
 func RestoreSnapshot(s *snapshots.Snapshot, cfg projections.Config) (*projections.State, error) {
-	st, err := projections.Restore(s.State, cfg)
+	st, err := projections.RestoreOwned(s.State, cfg)
 	if err != nil {
 		return nil, err
 	}
