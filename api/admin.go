@@ -511,8 +511,10 @@ func (s *Server) globalEvents(c echo.Context) error {
 // getEvidence: GET /admin/tasks/{id}/evidence/{eid}.
 func (s *Server) getEvidence(c echo.Context) error {
 	var sha string
+	var exists bool
 	s.eng.Read(func(st *projections.State) {
 		if t := st.Tasks[c.Param("id")]; t != nil {
+			exists = true
 			for _, e := range t.Evidence {
 				if e.ID == c.Param("eid") {
 					sha = e.SHA256
@@ -520,6 +522,9 @@ func (s *Server) getEvidence(c echo.Context) error {
 			}
 		}
 	})
+	if !exists {
+		return commands.ErrTaskNotFound
+	}
 	if sha == "" {
 		return commands.ErrEvidenceNotFound
 	}

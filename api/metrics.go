@@ -49,6 +49,12 @@ func NewMetrics() *Metrics {
 	}
 	m.leaseExpiry.WithLabelValues(LeaseClaim)
 	m.leaseExpiry.WithLabelValues(LeaseRunning)
+	// taskledger_commands_total is listed from the start (api.md names it):
+	// a vector shows nothing until it has a series, so every command type
+	// starts with its "ok" series at zero.
+	for _, typ := range commandTypes() {
+		m.commandsT.WithLabelValues(typ, "ok")
+	}
 	m.reg.MustRegister(m.batchSize, m.commitSecs, m.commandsT, m.claims, m.replaySecs, m.snapshotSecs, m.requests, m.leaseExpiry,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
@@ -76,6 +82,14 @@ func (m *Metrics) Engine() commands.Metrics {
 		},
 		Claimed: func() { m.claims.Inc() },
 	}
+}
+
+// commandTypes are the type labels of taskledger_commands_total
+// (commands.TypeName of every command).
+func commandTypes() []string {
+	return append([]string{commands.OpClaimNext, "presence", commands.OpRegisterDevice, commands.OpRevokeDevice,
+		commands.OpCreateTask, commands.OpAmend, commands.OpSetReferenceImage, commands.OpAuthorize,
+		commands.OpRevokeAuthorization, commands.OpCancel, commands.OpRecover}, commands.TaskOps()...)
 }
 
 // ObserveReplay records the start-up load duration.

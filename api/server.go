@@ -109,6 +109,10 @@ func New(o Options) *Server {
 	adm.GET("/events", s.globalEvents)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)
+	} else {
+		// Without --clock=manual the route does not exist: 404 for
+		// everyone, before authentication (api.md, Test clock).
+		v1.Any("/admin/test-clock/advance", func(echo.Context) error { return errNotFound })
 	}
 	if o.Extra != nil {
 		o.Extra(e)

@@ -116,6 +116,11 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The data directory's layout (operations.md) has snapshots/ from the
+	// first start on, before the first snapshot is written into it.
+	if err := os.MkdirAll(snapshots.Dir(cfg.DataDir), 0o700); err != nil {
+		return nil, fmt.Errorf("snapshot directory: %w", err)
+	}
 	if fresh {
 		tok, err := api.NewAdminToken()
 		if err != nil {
