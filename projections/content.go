@@ -13,7 +13,7 @@ import (
 	"taskledger/ledger"
 )
 
-// # Content encoding (version 2)
+// # Content encoding (version 3)
 //
 // The canonical bytes of the projections (State.Canonical, a snapshot's
 // content) are a compact binary encoding written by hand for the types of
@@ -22,15 +22,17 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ2\n"
+//	magic        8 bytes "TLPROJ3\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
-//	  tasks      count, then every task in creation order (create_seq, id)
+//	  tasks      count, then 4 chunks (a uvarint length and its bytes,
+//	             each with its own interned strings and deltas) of the
+//	             tasks in creation order (create_seq, id), a quarter each
 //	  devices    count, then every device by id
-//	  idem       the idempotency order (records by time): per entry 1 and
-//	             the record, or 0 and a bare id; then records missing from
-//	             the order (none in a consistent state), by id
+//	  idem       the idempotency records by id and their expiry order
+//	             (contentidem.go); a start keeps them encoded and decodes
+//	             one when it is looked up
 //	  tombstones count, then the sorted 32-byte tombstone ids, back to back
 //
 // Numbers are uvarints (signed ones zigzag varints); a string is a uvarint
@@ -44,7 +46,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ2\n"
+const contentMagic = "TLPROJ3\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it only copies (no encoding), so a running
@@ -59,6 +61,8 @@ type Capture struct {
 	// record never changes once recorded.
 	records map[string]*IdemRecord
 	order   []string
+	loaded  *loadedRecords // immutable
+	next    int
 	frozen  string   // tombstones loaded from a snapshot (immutable)
 	tombs   []string // tombstones added since
 }
@@ -70,6 +74,8 @@ func (s *State) Capture() *Capture {
 		devices: make([]*Device, 0, len(s.Devices)),
 		records: maps.Clone(s.Idem.Records),
 		order:   cloneSlice(s.Idem.Order),
+		loaded:  s.Idem.loaded,
+		next:    s.Idem.next,
 		frozen:  s.Idem.frozen,
 		tombs:   make([]string, 0, len(s.Idem.Tombstones)),
 	}
@@ -98,7 +104,7 @@ func (c *Capture) Encode() ([]byte, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { tasks, terr = encodeTasks(c.tasks) })
 	devices, derr := encodeDevices(c.devices)
-	idem, ierr := encodeIdem(c.records, c.order)
+	idem, ierr := encodeIdem(c.records, c.order, c.loaded, c.next)
 	tombs, serr := encodeTombstones(c.frozen, c.tombs)
 	wg.Wait()
 	for _, err := range []error{terr, derr, ierr, serr} {
@@ -160,11 +166,7 @@ func restore(content string, cfg Config) (*State, error) {
 	}
 	var terr error
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if terr = s.decodeTasks(sec[0]); terr == nil {
-			s.rebuildTaskIndexes()
-		}
-	})
+	wg.Go(func() { terr = s.decodeTasks(sec[0]) })
 	err := s.decodeDevices(sec[1])
 	if err == nil {
 		err = s.Idem.decode(sec[2])
@@ -196,12 +198,34 @@ const (
 	tfRecovery
 )
 
+// taskChunks is how many independent chunks the task section is cut
+// into (each with its own interned strings and deltas), so a start decodes
+// them in parallel.
+const taskChunks = 4
+
+// chunkBounds returns where chunk i of n tasks starts and ends.
+func chunkBounds(n, i int) (int, int) { return n * i / taskChunks, n * (i + 1) / taskChunks }
+
 func encodeTasks(tasks []*Task) ([]byte, error) {
 	if !slices.IsSortedFunc(tasks, cmpTask) {
 		slices.SortFunc(tasks, cmpTask)
 	}
-	e := newEncBuf(len(tasks) * 320)
+	e := newEncBuf(len(tasks)*320 + 64)
 	e.uv(uint64(len(tasks)))
+	for i := range taskChunks {
+		lo, hi := chunkBounds(len(tasks), i)
+		c, err := encodeTaskChunk(tasks[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		e.uv(uint64(len(c)))
+		e.b = append(e.b, c...)
+	}
+	return e.b, e.err
+}
+
+func encodeTaskChunk(tasks []*Task) ([]byte, error) {
+	e := newEncBuf(len(tasks) * 320)
 	var seq uint64
 	var at int64
 	for _, t := range tasks {
@@ -318,12 +342,72 @@ func cmpTask(a, b *Task) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
+// decodeTasks decodes the task section: its chunks in parallel, each
+// into its part of one array of tasks; the map is filled chunk by chunk
+// as they finish, and the claim indexes are built beside it.
 func (s *State) decodeTasks(sec string) error {
 	d := &decBuf{s: sec}
 	n := d.n()
+	var chunks [taskChunks]string
+	for i := range chunks {
+		chunks[i] = d.raw(int(min(d.uv(), uint64(len(d.s)+1))))
+	}
+	if d.err == nil && d.p != len(d.s) {
+		d.fail("trailing bytes after the tasks")
+	}
+	if d.err != nil || n > len(sec) {
+		d.fail("task count")
+		return d.err
+	}
 	tasks := make([]Task, n)
 	s.Tasks = make(map[string]*Task, n)
 	s.taskOrder = make([]*Task, n)
+	var errs [taskChunks]error
+	var done [taskChunks]chan struct{}
+	for i := range chunks {
+		done[i] = make(chan struct{})
+		go func() {
+			defer close(done[i])
+			lo, hi := chunkBounds(n, i)
+			errs[i] = s.decodeTaskChunk(chunks[i], tasks[lo:hi], s.taskOrder[lo:hi])
+		}()
+	}
+	var wg sync.WaitGroup
+	var ierr error
+	wg.Go(func() { // the map, chunk by chunk as they finish
+		for i := range chunks {
+			<-done[i]
+			if errs[i] != nil {
+				return
+			}
+			lo, hi := chunkBounds(n, i)
+			for j := lo; j < hi; j++ {
+				s.Tasks[tasks[j].ID] = &tasks[j]
+			}
+		}
+	})
+	for i := range chunks {
+		<-done[i]
+		if ierr == nil {
+			ierr = errs[i]
+		}
+		if lo, hi := chunkBounds(n, i); ierr == nil && lo > 0 && lo < hi && cmpTask(&tasks[lo-1], &tasks[lo]) >= 0 {
+			ierr = fmt.Errorf("%w: tasks out of order", errContent)
+		}
+	}
+	if ierr == nil {
+		s.rebuildTaskIndexes()
+	}
+	wg.Wait()
+	if ierr == nil && len(s.Tasks) != n {
+		ierr = fmt.Errorf("%w: duplicate task id", errContent)
+	}
+	return ierr
+}
+
+// decodeTaskChunk decodes one chunk of the task section into tasks.
+func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task) error {
+	d := &decBuf{s: sec}
 	var (
 		images    slab[Blob]
 		auths     slab[Authorization]
@@ -454,14 +538,10 @@ func (s *State) decodeTasks(sec string) error {
 		if d.err != nil {
 			return d.err
 		}
-		s.Tasks[t.ID] = t
-		s.taskOrder[i] = t
+		order[i] = t
 	}
 	if d.p != len(d.s) {
-		d.fail("trailing bytes after the tasks")
-	}
-	if d.err == nil && len(s.Tasks) != n {
-		d.fail("duplicate task id")
+		d.fail("trailing bytes after a task chunk")
 	}
 	return d.err
 }
@@ -526,222 +606,6 @@ func (s *State) decodeDevices(sec string) error {
 		d.fail("trailing bytes after the devices")
 	}
 	return d.err
-}
-
-// Reply flags.
-const (
-	rfOtherTask = 1 << iota // the reply's task_id is not the record's
-	rfCancelRequested
-	rfEvidence
-)
-
-// idemEnc writes records with their times and seqs as deltas.
-type idemEnc struct {
-	*encBuf
-	at  int64
-	seq uint64
-}
-
-func encodeIdem(records map[string]*IdemRecord, order []string) ([]byte, error) {
-	e := idemEnc{encBuf: newEncBuf(len(records) * 200)}
-	e.uv(uint64(len(order)))
-	hits, ordered := 0, true
-	var last uint64
-	for _, id := range order {
-		r := records[id]
-		if r == nil {
-			e.uv(0)
-			e.str(id)
-			continue
-		}
-		if hits > 0 && r.Seq <= last {
-			ordered = false
-		}
-		hits, last = hits+1, r.Seq
-		e.uv(1)
-		e.record(id, r)
-	}
-	// In a consistent state the order names every record once (seqs
-	// strictly increase); otherwise the records it does not name follow.
-	var extra []string
-	if !ordered || hits != len(records) {
-		named := make(map[string]bool, len(order))
-		for _, id := range order {
-			named[id] = true
-		}
-		for id := range records {
-			if !named[id] {
-				extra = append(extra, id)
-			}
-		}
-		slices.Sort(extra)
-	}
-	e.uv(uint64(len(extra)))
-	for _, id := range extra {
-		e.record(id, records[id])
-	}
-	return e.b, e.err
-}
-
-func (e *idemEnc) record(id string, r *IdemRecord) {
-	if id != IdemID(r.Scope, r.Key) {
-		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
-		return
-	}
-	e.uv(uint64(len(r.Scope)))
-	e.str(id)
-	e.bytes(r.Fingerprint)
-	e.sv(r.At - e.at)
-	e.sv(int64(r.Seq - e.seq))
-	e.at, e.seq = r.At, r.Seq
-	e.istr(r.EventType)
-	e.sv(int64(r.Status))
-	e.istr(r.Code)
-	e.str(r.TaskID)
-	e.istr(r.DeviceID)
-	p := r.Reply
-	e.flag(p != nil)
-	if p == nil {
-		return
-	}
-	var f uint64
-	if p.TaskID != r.TaskID {
-		f |= rfOtherTask
-	}
-	if p.CancelRequested {
-		f |= rfCancelRequested
-	}
-	if p.Evidence != nil {
-		f |= rfEvidence
-	}
-	e.uv(f)
-	if f&rfOtherTask != 0 {
-		e.str(p.TaskID)
-	}
-	e.istr(p.State)
-	e.uv(p.Version)
-	e.uv(p.Generation)
-	e.str(p.ExecutionID)
-	e.tm(r.At, p.ServerTime)
-	e.tm(p.ServerTime, p.LeaseExpiresAt)
-	e.istr(p.Step)
-	e.str(p.SessionID)
-	e.istr(p.TokenOrigin)
-	e.str(p.Nonce)
-	e.str(p.AuthorizationID)
-	e.tm(p.ServerTime, p.AuthorizationExpiresAt)
-	if v := p.Evidence; v != nil {
-		e.str(v.ID)
-		e.str(v.ExecutionID)
-		e.str(v.SHA256)
-		e.sv(v.Size)
-		e.istr(v.Kind)
-		e.tm(p.ServerTime, v.CapturedAt)
-	}
-}
-
-// idemDec reads what idemEnc wrote.
-type idemDec struct {
-	*decBuf
-	at       int64
-	seq      uint64
-	records  slab[IdemRecord]
-	replies  slab[Reply]
-	evidence slab[Evidence]
-}
-
-func (v *IdemView) decode(sec string) error {
-	d := &idemDec{decBuf: &decBuf{s: sec}}
-	n := d.n()
-	v.Records = make(map[string]*IdemRecord, n)
-	v.Order = make([]string, 0, n)
-	for range n {
-		switch d.uv() {
-		case 0:
-			v.Order = append(v.Order, d.str())
-		case 1:
-			id, r := d.record()
-			v.Records[id] = r
-			v.Order = append(v.Order, id)
-		default:
-			d.fail("idempotency order entry")
-		}
-		if d.err != nil {
-			return d.err
-		}
-	}
-	if len(v.Order) == 0 {
-		v.Order = nil
-	}
-	extra := d.n()
-	for range extra {
-		id, r := d.record()
-		if d.err != nil {
-			return d.err
-		}
-		v.Records[id] = r
-	}
-	if d.p != len(d.s) {
-		d.fail("trailing bytes after the idempotency records")
-	}
-	return d.err
-}
-
-func (d *idemDec) record() (string, *IdemRecord) {
-	r := d.records.next()
-	ls := d.uv()
-	id := d.str()
-	if ls >= uint64(len(id)) || id[ls] != 0 {
-		d.fail("idempotency record id")
-		return "", r
-	}
-	r.Scope, r.Key = id[:ls], id[ls+1:]
-	r.Fingerprint = d.bytes()
-	d.at += d.sv()
-	d.seq += uint64(d.sv())
-	r.At, r.Seq = d.at, d.seq
-	r.EventType = d.istr()
-	r.Status = int(d.sv())
-	r.Code = d.istr()
-	r.TaskID = d.str()
-	r.DeviceID = d.istr()
-	if !d.flag() {
-		return id, r
-	}
-	p := d.replies.next()
-	f := d.uv()
-	if f >= rfEvidence<<1 {
-		d.fail("reply flags")
-	}
-	p.TaskID = r.TaskID
-	if f&rfOtherTask != 0 {
-		p.TaskID = d.str()
-	}
-	p.CancelRequested = f&rfCancelRequested != 0
-	p.State = d.istr()
-	p.Version = d.uv()
-	p.Generation = d.uv()
-	p.ExecutionID = d.str()
-	p.ServerTime = d.tm(r.At)
-	p.LeaseExpiresAt = d.tm(p.ServerTime)
-	p.Step = d.istr()
-	p.SessionID = d.str()
-	p.TokenOrigin = d.istr()
-	p.Nonce = d.str()
-	p.AuthorizationID = d.str()
-	p.AuthorizationExpiresAt = d.tm(p.ServerTime)
-	if f&rfEvidence != 0 {
-		v := d.evidence.next()
-		v.ID = d.str()
-		v.ExecutionID = d.str()
-		v.SHA256 = d.str()
-		v.Size = d.sv()
-		v.Kind = d.istr()
-		v.CapturedAt = d.tm(p.ServerTime)
-		p.Evidence = v
-	}
-	r.Reply = p
-	return id, r
 }
 
 // TombstoneSize is the size of a tombstone id (a SHA-256).

@@ -53,6 +53,11 @@ type IdemView struct {
 	Tombstones map[string]bool `msgpack:"tombstones"`
 	frozen     string
 	Order      []string `msgpack:"order"` // record ids by At, for expiry
+	// loaded are the records a snapshot held, still encoded (looked up
+	// after Records); those before position next of their order have
+	// expired. Records and Order hold the ones recorded since the load.
+	loaded *loadedRecords
+	next   int
 	// Soft holds "no task" (204) outcomes: not from events, never in
 	// snapshots; SoftOrder and SoftTombstones are their expiry bookkeeping.
 	Soft           map[string]*IdemRecord `msgpack:"-"`
@@ -83,6 +88,12 @@ func TombstoneID(id string) string {
 func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *IdemRecord, expired bool) {
 	id := IdemID(scope, key)
 	if r, ok := v.Records[id]; ok {
+		if r.At+retention <= headAt {
+			return nil, true
+		}
+		return r, false
+	}
+	if r := v.loadedRecord(id); r != nil {
 		if r.At+retention <= headAt {
 			return nil, true
 		}
@@ -132,7 +143,9 @@ func (v *IdemView) PutSoft(r *IdemRecord) {
 // expire turns every record older than retention at headAt into a
 // tombstone. Records arrive in time order, so this pops from the front.
 func (v *IdemView) expire(headAt, retention int64) {
-	v.Order = expireFront(v.Order, v.Records, v.Tombstones, headAt, retention)
+	if v.loaded == nil || v.expireLoaded(headAt, retention) {
+		v.Order = expireFront(v.Order, v.Records, v.Tombstones, headAt, retention)
+	}
 	v.SoftOrder = expireFront(v.SoftOrder, v.Soft, v.SoftTombstones, headAt, retention)
 }
 

@@ -10,7 +10,7 @@
 // final name, and the directory is fsynced: a crash leaves either the
 // complete file or a .tmp file that loading skips.
 //
-// # Format (version 3)
+// # Format (version 4)
 //
 //	magic     8 bytes  "TLSNAP\r\n"
 //	hlen      4 bytes  big-endian length of the header

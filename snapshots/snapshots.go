@@ -19,8 +19,9 @@ import (
 
 // FormatVersion is the version of the file format described in doc.go.
 // (2: the content is projections' own binary encoding, no longer msgpack;
-// 3: the checksum is CRC-32C instead of SHA-256.)
-const FormatVersion = 3
+// 3: the checksum is CRC-32C instead of SHA-256; 4: idempotency records
+// by id, left encoded at start.)
+const FormatVersion = 4
 
 // DirName is the snapshot folder's name inside the data directory.
 const DirName = "snapshots"

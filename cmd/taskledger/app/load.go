@@ -41,8 +41,11 @@ func DataDir(store *ledger.Store) string { return filepath.Dir(store.Path()) }
 // RestoreSnapshot builds projections from a snapshot's content and checks
 // that they cover what its header says. The projections keep s.State as
 // their memory (projections.RestoreOwned): it must not change afterwards.
+// The garbage collector is off meanwhile (pauseGC).
 func RestoreSnapshot(s *snapshots.Snapshot, cfg projections.Config) (*projections.State, error) {
+	resume := pauseGC()
 	st, err := projections.RestoreOwned(s.State, cfg)
+	resume()
 	if err != nil {
 		return nil, err
 	}
@@ -64,15 +67,7 @@ func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Lo
 	}
 	l := &Loaded{Refused: refused}
 	if snap != nil {
-		st, err := RestoreSnapshot(snap, cfg)
-		var claims uint64
-		if err == nil {
-			claims = st.ServerClaims
-			err = st.Replay(store, nil)
-		}
-		if err == nil {
-			err = st.LoadSoft(store)
-		}
+		st, claims, err := fromSnapshot(store, snap, cfg)
 		if err == nil {
 			h := snap.Header
 			l.State, l.Snapshot, l.SnapshotServerClaims, l.Replayed = st, &h, claims, st.Head.Seq-snap.Seq
@@ -97,6 +92,33 @@ func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Lo
 	l.State, l.Replayed = st, st.Head.Seq
 	log.Info().Uint64("events", l.Replayed).Msg("projections rebuilt from the whole log")
 	return l, nil
+}
+
+// pausedTail is the longest tail replayed with the garbage collector still
+// off after a restore: a few hundred bytes of garbage per event.
+const pausedTail = 100000
+
+// fromSnapshot restores a snapshot, replays the log after it and loads
+// the soft records. It returns the server-issued claims the snapshot
+// covers. With a short tail the garbage collector stays off until the
+// end, so its first cycle over the restored projections runs after the
+// load instead of slowing it.
+func fromSnapshot(store *ledger.Store, snap *snapshots.Snapshot, cfg projections.Config) (*projections.State, uint64, error) {
+	if head, err := store.Head(); err == nil && head.Seq-snap.Seq <= pausedTail {
+		defer pauseGC()()
+	}
+	st, err := RestoreSnapshot(snap, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	claims := st.ServerClaims
+	if err := st.Replay(store, nil); err != nil {
+		return nil, 0, err
+	}
+	if err := st.LoadSoft(store); err != nil {
+		return nil, 0, err
+	}
+	return st, claims, nil
 }
 
 // NewSnapshot captures the projections (which must not change meanwhile)

@@ -1,0 +1,367 @@
+package projections
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The idem section of the content (content.go):
+//
+//	table    count, then the strings records refer to by index
+//	records  count, then every record not expired, by id (strictly
+//	         ascending), each its length and its fields: scope length,
+//	         id (scope + "\x00" + key), at, seq, fingerprint, event type*,
+//	         status, code*, task id, device id*, a reply flag and the
+//	         reply (flags, task id when not the record's, state*, version,
+//	         generation, execution id, server time, lease, step*, session
+//	         id, token origin*, nonce, authorization id and expiry, the
+//	         evidence when flagged)
+//	order    count, then the expiry order (records by time): per entry the
+//	         record's index + 1, or 0 and an id without a record
+//
+// (* a table index.) Records are self-contained and sorted by id, so a
+// loaded section stays as it is and a record is found by binary search
+// and decoded when looked up (idemloaded.go).
+
+// Reply flags.
+const (
+	rfOtherTask = 1 << iota // the reply's task_id is not the record's
+	rfCancelRequested
+	rfEvidence
+)
+
+// tabEnc is an encBuf whose repeated strings go to a table written
+// before the records.
+type tabEnc struct {
+	*encBuf
+	idx map[string]uint64
+	tab []string
+}
+
+func (e *tabEnc) t(s string) {
+	i, ok := e.idx[s]
+	if !ok {
+		i = uint64(len(e.tab))
+		e.idx[s] = i
+		e.tab = append(e.tab, s)
+	}
+	e.uv(i)
+}
+
+// encodeIdem writes the idem section of the records added since the load
+// (live, by id; order, their expiry order) and of the loaded records from
+// position next of their order on.
+func encodeIdem(live map[string]*IdemRecord, order []string, l *loadedRecords, next int) ([]byte, error) {
+	liveIDs := make([]string, 0, len(live))
+	for id := range live {
+		liveIDs = append(liveIDs, id)
+	}
+	slices.Sort(liveIDs)
+	var nLoaded int
+	if l != nil {
+		nLoaded = len(l.off)
+	}
+	rec := newEncBuf(len(live)*160 + nLoaded*160)
+	one := &tabEnc{encBuf: newEncBuf(512), idx: map[string]uint64{}} // one record at a time
+	liveIdx := make(map[string]int32, len(live))
+	newIdx := make([]int32, nLoaded)
+	n := 0
+	put := func(id string, r *IdemRecord) {
+		one.b = one.b[:0]
+		one.record(id, r)
+		rec.uv(uint64(len(one.b)))
+		rec.b = append(rec.b, one.b...)
+		n++
+	}
+	j := 0
+	for i := 0; i < nLoaded; i++ {
+		if int(l.first[i]) < next {
+			newIdx[i] = -1
+			continue
+		}
+		id, _ := l.id(i)
+		for j < len(liveIDs) && liveIDs[j] < id {
+			liveIdx[liveIDs[j]] = int32(n)
+			put(liveIDs[j], live[liveIDs[j]])
+			j++
+		}
+		if j < len(liveIDs) && liveIDs[j] == id { // replaced since the load
+			newIdx[i] = -1
+			continue
+		}
+		newIdx[i] = int32(n)
+		put(id, l.record(i))
+	}
+	for ; j < len(liveIDs); j++ {
+		liveIdx[liveIDs[j]] = int32(n)
+		put(liveIDs[j], live[liveIDs[j]])
+	}
+	if one.err != nil {
+		return nil, one.err
+	}
+	if n > math.MaxInt32-1 {
+		return nil, fmt.Errorf("projections: encode: %d idempotency records", n)
+	}
+
+	ord := newEncBuf(8 * (len(order) + nLoaded))
+	entry := func(id string, i int) {
+		k, ok := liveIdx[id]
+		if !ok && i >= 0 && newIdx[i] >= 0 {
+			k, ok = newIdx[i], true
+		}
+		if ok {
+			ord.uv(uint64(k) + 1)
+			return
+		}
+		ord.uv(0)
+		ord.str(id)
+	}
+	total := len(order)
+	if l != nil {
+		total += len(l.order) - next
+		for p := next; p < len(l.order); p++ {
+			entry(l.entry(p))
+		}
+	}
+	for _, id := range order {
+		entry(id, -1)
+	}
+
+	e := newEncBuf(len(rec.b) + len(ord.b) + 64*len(one.tab) + 3*binaryMaxVarint)
+	e.uv(uint64(len(one.tab)))
+	for _, s := range one.tab {
+		e.str(s)
+	}
+	e.uv(uint64(n))
+	e.b = append(e.b, rec.b...)
+	e.uv(uint64(total))
+	e.b = append(e.b, ord.b...)
+	return e.b, e.err
+}
+
+func (e *tabEnc) record(id string, r *IdemRecord) {
+	if id != IdemID(r.Scope, r.Key) {
+		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
+		return
+	}
+	e.uv(uint64(len(r.Scope)))
+	e.str(id)
+	e.sv(r.At)
+	e.uv(r.Seq)
+	e.bytes(r.Fingerprint)
+	e.t(r.EventType)
+	e.sv(int64(r.Status))
+	e.t(r.Code)
+	e.str(r.TaskID)
+	e.t(r.DeviceID)
+	p := r.Reply
+	e.flag(p != nil)
+	if p == nil {
+		return
+	}
+	var f uint64
+	if p.TaskID != r.TaskID {
+		f |= rfOtherTask
+	}
+	if p.CancelRequested {
+		f |= rfCancelRequested
+	}
+	if p.Evidence != nil {
+		f |= rfEvidence
+	}
+	e.uv(f)
+	if f&rfOtherTask != 0 {
+		e.str(p.TaskID)
+	}
+	e.t(p.State)
+	e.uv(p.Version)
+	e.uv(p.Generation)
+	e.str(p.ExecutionID)
+	e.tm(r.At, p.ServerTime)
+	e.tm(p.ServerTime, p.LeaseExpiresAt)
+	e.t(p.Step)
+	e.str(p.SessionID)
+	e.t(p.TokenOrigin)
+	e.str(p.Nonce)
+	e.str(p.AuthorizationID)
+	e.tm(p.ServerTime, p.AuthorizationExpiresAt)
+	if v := p.Evidence; v != nil {
+		e.str(v.ID)
+		e.str(v.ExecutionID)
+		e.str(v.SHA256)
+		e.sv(v.Size)
+		e.t(v.Kind)
+		e.tm(p.ServerTime, v.CapturedAt)
+	}
+}
+
+// tabStr reads a table index.
+func (d *decBuf) tabStr() string {
+	i := d.uv()
+	if i >= uint64(len(d.tab)) {
+		d.fail("unknown table string")
+		return ""
+	}
+	return d.tab[i]
+}
+
+// idemRecordDec decodes one record into its fields: check validates one
+// without allocating, read returns a new record.
+type idemRecordDec struct {
+	r  IdemRecord
+	p  Reply
+	ev Evidence
+}
+
+func (x *idemRecordDec) read(d *decBuf) *IdemRecord {
+	_, fp := x.decode(d)
+	r := x.r
+	if fp != "" || x.r.Fingerprint != nil {
+		r.Fingerprint = []byte(fp)
+	}
+	if x.r.Reply != nil {
+		p := x.p
+		if p.Evidence != nil {
+			ev := x.ev
+			p.Evidence = &ev
+		}
+		r.Reply = &p
+	}
+	return &r
+}
+
+// decode reads a record into x and returns its id and its fingerprint's
+// bytes (x.r.Fingerprint only tells nil from not).
+func (x *idemRecordDec) decode(d *decBuf) (id, fp string) {
+	*x = idemRecordDec{}
+	r := &x.r
+	ls := d.uv()
+	id = d.str()
+	if ls >= uint64(len(id)) || id[ls] != 0 {
+		d.fail("idempotency record id")
+		return "", ""
+	}
+	r.Scope, r.Key = id[:ls], id[ls+1:]
+	r.At = d.sv()
+	r.Seq = d.uv()
+	if n := d.uv(); n > 0 {
+		fp = d.raw(int(min(n-1, uint64(len(d.s)+1))))
+		r.Fingerprint = []byte{}
+	}
+	r.EventType = d.tabStr()
+	r.Status = int(d.sv())
+	r.Code = d.tabStr()
+	r.TaskID = d.str()
+	r.DeviceID = d.tabStr()
+	if !d.flag() {
+		return id, fp
+	}
+	p := &x.p
+	f := d.uv()
+	if f >= rfEvidence<<1 {
+		d.fail("reply flags")
+	}
+	p.TaskID = r.TaskID
+	if f&rfOtherTask != 0 {
+		p.TaskID = d.str()
+	}
+	p.CancelRequested = f&rfCancelRequested != 0
+	p.State = d.tabStr()
+	p.Version = d.uv()
+	p.Generation = d.uv()
+	p.ExecutionID = d.str()
+	p.ServerTime = d.tm(r.At)
+	p.LeaseExpiresAt = d.tm(p.ServerTime)
+	p.Step = d.tabStr()
+	p.SessionID = d.str()
+	p.TokenOrigin = d.tabStr()
+	p.Nonce = d.str()
+	p.AuthorizationID = d.str()
+	p.AuthorizationExpiresAt = d.tm(p.ServerTime)
+	if f&rfEvidence != 0 {
+		v := &x.ev
+		v.ID = d.str()
+		v.ExecutionID = d.str()
+		v.SHA256 = d.str()
+		v.Size = d.sv()
+		v.Kind = d.tabStr()
+		v.CapturedAt = d.tm(p.ServerTime)
+		p.Evidence = v
+	}
+	r.Reply = p
+	return id, fp
+}
+
+// decode loads an idem section: the table and the order are read, every
+// record is checked (so a later lookup cannot fail) but left encoded.
+func (v *IdemView) decode(sec string) error {
+	d := &decBuf{s: sec}
+	l := &loadedRecords{sec: sec}
+	l.tab = make([]string, d.n())
+	for i := range l.tab {
+		l.tab[i] = d.str()
+	}
+	d.tab = l.tab
+	n := d.n()
+	if n >= math.MaxInt32 {
+		d.fail("record count")
+		return d.err
+	}
+	l.off = make([]int, n)
+	var x idemRecordDec
+	prev := ""
+	for i := range l.off {
+		l.off[i] = d.p
+		size := d.n()
+		end := d.p + size
+		id, _ := x.decode(d)
+		if d.err == nil && d.p != end {
+			d.fail("idempotency record length")
+		}
+		if d.err == nil && i > 0 && id <= prev {
+			d.fail("idempotency records out of order")
+		}
+		if d.err != nil {
+			return d.err
+		}
+		prev = id
+	}
+	no := d.n()
+	if no >= math.MaxInt32 {
+		d.fail("order length")
+		return d.err
+	}
+	l.order = make([]int32, no)
+	l.first = make([]int32, n)
+	for i := range l.first {
+		l.first[i] = int32(no)
+	}
+	for p := range l.order {
+		k := d.uv()
+		switch {
+		case k == 0:
+			l.bare = append(l.bare, d.str())
+			l.order[p] = int32(-len(l.bare))
+		case k <= uint64(n):
+			l.order[p] = int32(k - 1)
+			if l.first[k-1] == int32(no) {
+				l.first[k-1] = int32(p)
+			}
+		default:
+			d.fail("idempotency order entry")
+		}
+		if d.err != nil {
+			return d.err
+		}
+	}
+	if d.p != len(d.s) {
+		d.fail("trailing bytes after the idempotency records")
+		return d.err
+	}
+	v.Records, v.Order, v.next = map[string]*IdemRecord{}, nil, 0
+	if n > 0 || no > 0 {
+		v.loaded = l
+	}
+	return nil
+}
