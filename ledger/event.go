@@ -144,9 +144,16 @@ const (
 	msgpackBin8 = 0xc4
 )
 
-// DecodeEvent decodes a stored envelope.
-func DecodeEvent(b []byte) (Event, error) {
+// DecodeEvent decodes a stored envelope (by hand when it has the shape
+// Marshal writes: decodefast.go).
+func DecodeEvent(b []byte) (Event, error) { return decodeEvent(b, nil) }
+
+func decodeEvent(b []byte, in *interner) (Event, error) {
 	var e Event
+	if decodeEventFast(b, &e, in) {
+		return e, nil
+	}
+	e = Event{}
 	if err := msgpack.Unmarshal(b, &e); err != nil {
 		return e, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}

@@ -302,8 +302,9 @@ func (s *Store) Append(b *Batch) error {
 // Range calls fn for every committed event with seq > after, in order,
 // until fn returns an error (returned) or ErrStop (ends quietly).
 func (s *Store) Range(after uint64, fn func(*Event) error) error {
+	var in interner // types, actors and scopes repeat: shared, not allocated
 	return s.RangeRaw(after, func(seq uint64, raw []byte) error {
-		e, err := DecodeEvent(raw)
+		e, err := decodeEvent(raw, &in)
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
