@@ -60,6 +60,10 @@ func DecodeBody(typ string, schema int, raw []byte) (any, error) {
 	}
 	if schema == c.current {
 		v := c.new()
+		if decodeBodyFast(raw, v) {
+			return v, nil
+		}
+		v = c.new()
 		if err := ledger.Unmarshal(raw, v); err != nil {
 			return nil, fmt.Errorf("%w: %s body: %v", ledger.ErrCorrupt, typ, err)
 		}

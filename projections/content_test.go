@@ -31,6 +31,14 @@ func (f *filler) fill(v reflect.Value) {
 		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
 		f.fill(v.Index(0))
 		f.fill(v.Index(1))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		for range 2 {
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			f.fill(k)
+			f.fill(e)
+			v.SetMapIndex(k, e)
+		}
 	case reflect.String:
 		v.SetString(fmt.Sprintf("s%d", f.n))
 	case reflect.Bool:

@@ -32,6 +32,13 @@ func (s *State) Replay(src Source, progress func(seq uint64)) error {
 // records.
 func Rebuild(src Source, cfg Config) (*State, error) {
 	s := New(cfg)
+	if h, ok := src.(interface{ Head() (ledger.Head, error) }); ok {
+		if head, err := h.Head(); err == nil {
+			// Most events record an idempotency key: size the records
+			// once instead of growing a map of millions step by step.
+			s.Idem.Records = make(map[string]*IdemRecord, min(head.Seq, presizeRecords))
+		}
+	}
 	if err := s.Replay(src, nil); err != nil {
 		return nil, err
 	}
@@ -40,6 +47,10 @@ func Rebuild(src Source, cfg Config) (*State, error) {
 	}
 	return s, nil
 }
+
+// presizeRecords bounds the idempotency records a rebuild sizes its map
+// for.
+const presizeRecords = 1 << 21
 
 // Soft-record key prefixes (must match commands.PresenceKey/SoftIdemKey).
 const (
