@@ -157,21 +157,31 @@ func Write(dir string, s *Snapshot) (string, error) {
 // header's agreement with the file name. It does not compare it with the
 // log (see Check).
 func Read(path string) (*Snapshot, error) {
-	b, err := os.ReadFile(path)
+	b, sum, err := readChecked(path)
 	if err != nil {
-		return nil, fmt.Errorf("snapshots: read: %w", err)
+		return nil, err
 	}
-	return Decode(path, b)
+	return decode(path, b, sum)
 }
 
 // Decode checks and decodes the bytes of a snapshot file read from path.
 // The returned State aliases b.
 func Decode(path string, b []byte) (*Snapshot, error) {
+	var sum uint32
+	if len(b) >= checksumSize {
+		sum = crc32.Checksum(b[:len(b)-checksumSize], castagnoli)
+	}
+	return decode(path, b, sum)
+}
+
+// decode is Decode with the checksum of b (all but its trailing checksum)
+// already computed.
+func decode(path string, b []byte, sum uint32) (*Snapshot, error) {
 	if len(b) < len(magic)+4+checksumSize || !bytes.Equal(b[:len(magic)], magic) {
 		return nil, ErrForeign
 	}
 	body, want := b[:len(b)-checksumSize], b[len(b)-checksumSize:]
-	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(want) {
+	if sum != binary.BigEndian.Uint32(want) {
 		return nil, ErrChecksum
 	}
 	off := len(magic)
