@@ -19,7 +19,6 @@ import (
 
 	"taskledger/commands"
 	"taskledger/ledger"
-	"taskledger/projections"
 )
 
 // Body limits of api.md.
@@ -225,11 +224,9 @@ func (s *Server) identify(h string) (dev *commands.Principal, op string) {
 	if name, ok := s.admins[h]; ok {
 		return nil, name
 	}
-	s.eng.Read(func(st *projections.State) {
-		if d, ok := st.DeviceByTokenHash(h); ok && d.Status == projections.DeviceStatusActive {
-			dev = &commands.Principal{DeviceID: d.ID, OwnerID: d.OwnerID}
-		}
-	})
+	if p, ok := s.eng.Authenticate(h); ok { // the committed index: no wait for a batch in flight
+		dev = &p
+	}
 	return dev, ""
 }
 

@@ -2,9 +2,8 @@ package commands
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -62,11 +61,13 @@ func TypeName(cmd Command) string {
 	return "other"
 }
 
-// Engine is the sequencer: one goroutine owns the projections and the
-// log's write side. It takes a batch of commands, decides each against the
-// projections (seeing the batch's earlier decisions), stamps and chains the
-// events, commits them in one transaction (one fsync), and only then
-// answers every command of the batch.
+// Engine is the sequencer: one goroutine owns the projections and decides
+// every command against them, in order (seeing the earlier decisions,
+// committed or not), stamping and chaining the events; a committer
+// goroutine writes each batch in one transaction (one fsync) and only
+// then answers its commands. The two overlap: while batch N commits, the
+// sequencer decides every command that arrives into batch N+1, which is
+// handed to the committer when N has committed (see pipeline.go).
 type Engine struct {
 	log     Log
 	load    Loader
@@ -80,13 +81,28 @@ type Engine struct {
 	done     chan struct{}
 	maxBatch int
 
-	// mu guards state: the sequencer holds it for writing from the first
-	// decision of a batch until the batch is committed (or reloaded), so
-	// readers only ever see committed state.
-	mu        sync.RWMutex
-	state     *projections.State
-	committed ledger.Head
-	failed    error // set when the log cannot be written and reload failed
+	// mu guards state. The sequencer holds it for writing whenever the
+	// projections hold a decided event that is not committed yet: from the
+	// first decision after the pipeline was empty until every batch decided
+	// since has committed (or the projections were reloaded). So readers
+	// only ever see committed state. readers counts those waiting for it:
+	// the sequencer then stops deciding until the pipeline is empty.
+	mu      sync.RWMutex
+	readers atomic.Int32
+	state   *projections.State
+	failed  atomic.Pointer[failure] // the log cannot be written and reload failed
+
+	// Owned by the sequencer goroutine.
+	head          ledger.Head // after the newest decided event
+	pendingManual *int64      // the test clock's newest decided, uncommitted value
+	pendingJob    *job        // the batch that decided pendingManual
+
+	commits   chan *job     // sequencer → committer, one batch at a time
+	results   chan error    // committer → sequencer, the outcome of that batch
+	committed chan struct{} // closed when the committer stopped
+	sequenced atomic.Uint64
+
+	auth authIndex // token hash → active device, as committed
 
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
@@ -95,6 +111,8 @@ type Engine struct {
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
 	closed  bool
 }
+
+type failure struct{ err error }
 
 type request struct {
 	cmd  Command
@@ -114,10 +132,11 @@ type Options struct {
 	Metrics  Metrics
 	Logger   zerolog.Logger
 	MaxBatch int
-	// Committed, when set, is called by the sequencer after every commit
-	// that appended events, with the new head, those events and their
-	// bodies (bodies[i] is what projections.DecodeBody returns for
-	// events[i]; the hook must not change them), while it still holds the
+	// Committed, when set, is called after every commit that appended
+	// events, with the new head, those events and their bodies (bodies[i]
+	// is what projections.DecodeBody returns for events[i]; the hook must
+	// not change them), before any command of the batch is answered. It
+	// runs on the committer goroutine while the sequencer may hold the
 	// projections' write lock: it must return at once and must not call
 	// Read (snapshots and metrics hand the work elsewhere).
 	Committed func(head ledger.Head, events []*ledger.Event, bodies []any)
@@ -130,10 +149,13 @@ func NewEngine(o Options) *Engine {
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), stop: make(chan struct{}), done: make(chan struct{}),
-		maxBatch: o.MaxBatch, state: o.State, committed: o.State.Head, manual: o.Manual, committedHook: o.Committed}
+		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed,
+		commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}
+	e.auth.load(o.State)
+	go e.committer()
 	go e.run()
 	return e
 }
@@ -165,9 +187,19 @@ func (e *Engine) Do(ctx context.Context, cmd Command) (Result, error) {
 	return r.res, r.err
 }
 
+// Authenticate returns the ACTIVE device whose token hashes to tokenHash
+// (hex SHA-256), as of the newest commit. It never waits for the
+// sequencer: the committer updates the index after each commit, before
+// answering any command of the batch, so a registration or revocation
+// holds for every request authenticated after it was answered. (Commands
+// check that the device is still ACTIVE again when they are decided.)
+func (e *Engine) Authenticate(tokenHash string) (Principal, bool) {
+	return e.auth.lookup(tokenHash)
+}
+
 // Read runs fn with the committed projections under a read lock.
 func (e *Engine) Read(fn func(s *projections.State)) {
-	e.mu.RLock()
+	e.rlock()
 	defer e.mu.RUnlock()
 	fn(e.state)
 }
@@ -175,7 +207,7 @@ func (e *Engine) Read(fn func(s *projections.State)) {
 // ReadNow runs fn with the committed projections and the server time a
 // read at this moment sees.
 func (e *Engine) ReadNow(fn func(s *projections.State, now int64)) {
-	e.mu.RLock()
+	e.rlock()
 	defer e.mu.RUnlock()
 	fn(e.state, e.nowLocked())
 }
@@ -183,9 +215,16 @@ func (e *Engine) ReadNow(fn func(s *projections.State, now int64)) {
 // Now returns the server time a read at this moment sees: the clock, never
 // below the committed head, in ms.
 func (e *Engine) Now() int64 {
-	e.mu.RLock()
+	e.rlock()
 	defer e.mu.RUnlock()
 	return e.nowLocked()
+}
+
+// rlock takes the read lock, telling the sequencer a reader waits.
+func (e *Engine) rlock() {
+	e.readers.Add(1)
+	e.mu.RLock()
+	e.readers.Add(-1)
 }
 
 func (e *Engine) nowLocked() int64 {
@@ -198,13 +237,14 @@ func (e *Engine) nowLocked() int64 {
 
 // Err reports why the engine stopped accepting commands, if it did.
 func (e *Engine) Err() error {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.failed
+	if f := e.failed.Load(); f != nil {
+		return f.err
+	}
+	return nil
 }
 
-// Close stops accepting commands, finishes the batch in flight, and
-// answers everything still queued with ErrShuttingDown.
+// Close stops accepting commands, finishes the batches decided and in
+// flight, and answers everything still queued with ErrShuttingDown.
 func (e *Engine) Close() {
 	e.closeMu.Lock()
 	first := !e.closed
@@ -214,193 +254,4 @@ func (e *Engine) Close() {
 		close(e.stop) // no sender is between its check and its enqueue now
 	}
 	<-e.done
-}
-
-func (e *Engine) run() {
-	defer close(e.done)
-	batch := make([]*request, 0, e.maxBatch)
-	for {
-		select {
-		case r := <-e.in:
-			batch = append(batch[:0], r)
-		case <-e.stop:
-			e.drainClosed()
-			return
-		}
-	drain:
-		for len(batch) < e.maxBatch {
-			select {
-			case r := <-e.in:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		e.runBatch(batch)
-		for i := range batch {
-			batch[i] = nil
-		}
-	}
-}
-
-func (e *Engine) drainClosed() {
-	for {
-		select {
-		case r := <-e.in:
-			r.err = ErrShuttingDown
-			close(r.done)
-		default:
-			return
-		}
-	}
-}
-
-// runBatch decides, commits and answers one batch.
-func (e *Engine) runBatch(batch []*request) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.failed != nil {
-		for _, r := range batch {
-			r.err = ErrUnavailable
-			close(r.done)
-		}
-		return
-	}
-	s := e.state
-	expected := e.committed
-	head := expected
-	var events []*ledger.Event
-	var bodies []any     // each event's body, as the draft built it
-	var encoded [][]byte // each event's stored bytes, from SealEncoded
-	var soft []ledger.SoftRecord
-	var manual *int64
-	var secretCheck []byte
-	poisoned := error(nil)
-	for _, r := range batch {
-		now := Ms(e.clock.Now())
-		if manual != nil {
-			now = *manual
-		}
-		if now < head.At {
-			now = head.At
-		}
-		if poisoned != nil {
-			r.err = ErrUnavailable
-			continue
-		}
-		d, err := r.cmd.Decide(&Ctx{State: s, Now: now, Cfg: &e.cfg})
-		if err != nil {
-			r.err = err
-			continue
-		}
-		for i := range d.Events {
-			ev, err := e.stamp(s, &d.Events[i], now, head)
-			var raw []byte
-			if err == nil {
-				head, raw, err = ledger.SealEncoded(ev, head)
-			}
-			if err == nil {
-				err = s.ApplyDecoded(ev, d.Events[i].Body) // no need to decode what was just encoded
-			}
-			if err != nil {
-				poisoned = fmt.Errorf("commands: applying a decided event: %w", err)
-				r.err = ErrInternal
-				break
-			}
-			events = append(events, ev)
-			bodies = append(bodies, d.Events[i].Body)
-			encoded = append(encoded, raw)
-		}
-		if r.err != nil {
-			continue
-		}
-		soft = append(soft, d.Soft...)
-		if d.Effect != nil {
-			d.Effect(s)
-		}
-		if d.ManualClock != nil {
-			manual = d.ManualClock
-		}
-		if d.SecretCheck != nil {
-			secretCheck = d.SecretCheck
-		}
-		if d.Answer != nil {
-			r.res = d.Answer(s)
-		}
-		r.res.Now = now
-		r.res.Seq = head.Seq
-	}
-
-	var commitErr error
-	if poisoned == nil && (len(events) > 0 || len(soft) > 0 || manual != nil) {
-		b := &ledger.Batch{Expected: expected, Events: events, Encoded: encoded, Soft: soft, SecretCheck: secretCheck}
-		if manual != nil {
-			b.ManualClock = &ledger.ManualClock{Enabled: true, Now: *manual}
-		}
-		start := time.Now() //tl:wallclock commit-latency metric
-		commitErr = e.log.Append(b)
-		if commitErr == nil && e.metrics.BatchCommitted != nil {
-			e.metrics.BatchCommitted(len(batch), len(events), time.Since(start))
-		}
-	}
-	if poisoned != nil || commitErr != nil {
-		cause := poisoned
-		if cause == nil {
-			cause = commitErr
-		}
-		e.logger.Error().Err(cause).Int("batch", len(batch)).Msg("batch failed; reloading projections from the log")
-		for _, r := range batch {
-			r.err, r.res = ErrUnavailable, Result{}
-		}
-		e.reload()
-	} else {
-		e.committed = head
-		afterCommit(events)
-		if e.committedHook != nil && len(events) > 0 {
-			e.committedHook(head, events, bodies)
-		}
-		if manual != nil && e.manual != nil {
-			e.manual.Set(time.UnixMilli(*manual))
-		}
-	}
-	for _, r := range batch {
-		if e.metrics.Command != nil {
-			e.metrics.Command(r.cmd, r.res, r.err)
-		}
-		if e.metrics.Claimed != nil && r.err == nil && !r.res.Replayed && r.res.Record != nil &&
-			r.res.Record.EventType == projections.EvTaskClaimed {
-			e.metrics.Claimed()
-		}
-		close(r.done)
-	}
-}
-
-// reload replaces the projections with a fresh load from the log on disk;
-// when that fails the engine refuses every later command.
-func (e *Engine) reload() {
-	if e.load == nil {
-		e.failed = errors.New("commands: no loader to recover projections")
-		return
-	}
-	s, err := e.load()
-	if err != nil {
-		e.failed = fmt.Errorf("commands: reload after failed commit: %w", err)
-		e.logger.Error().Err(err).Msg("reload failed; refusing commands")
-		return
-	}
-	e.state = s
-	e.committed = s.Head
-}
-
-// stamp turns a draft into an envelope (seq and hash are set by Seal).
-func (e *Engine) stamp(s *projections.State, d *Draft, now int64, head ledger.Head) (*ledger.Event, error) {
-	body, err := projections.EncodeBody(d.Body)
-	if err != nil {
-		return nil, err
-	}
-	return &ledger.Event{
-		Stream: d.Stream, StreamVersion: s.StreamVersion(d.Stream) + 1,
-		Type: d.Type, Schema: projections.CurrentSchema(d.Type), At: now,
-		Actor: d.Actor, Idem: d.Idem, Body: body,
-	}, nil
 }

@@ -73,6 +73,29 @@ func newTestEngine(t *testing.T) (*Engine, *gatedLog, *ManualClock) {
 	return e, g, clock
 }
 
+// waitSequenced waits until the sequencer decided n commands since it
+// started.
+func waitSequenced(t *testing.T, e *Engine, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.sequenced.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sequencer decided %d commands, want %d", e.sequenced.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// holdNext makes the next Append wait until the returned release is
+// closed; held is closed once it waits.
+func holdNext(g *gatedLog) (release, held chan struct{}) {
+	release, held = make(chan struct{}), make(chan struct{})
+	g.mu.Lock()
+	g.hold, g.held = release, held
+	g.mu.Unlock()
+	return release, held
+}
+
 func createTask(t *testing.T, e *Engine) string {
 	t.Helper()
 	res, err := e.Do(context.Background(), &CreateTask{AdminReq: AdminReq{Operator: "op", Key: NewID(), Fingerprint: []byte{1}},
@@ -113,9 +136,7 @@ func TestGroupCommit(t *testing.T) {
 			answered.Add(1)
 		}()
 	}
-	for len(e.in) < n { // wait until all are queued behind the commit
-		time.Sleep(time.Millisecond)
-	}
+	waitSequenced(t, e, 1+n) // all decided into the open batch behind the commit
 	if answered.Load() != 0 {
 		t.Fatalf("%d commands answered before their batch committed", answered.Load())
 	}
@@ -195,9 +216,7 @@ func TestBatchSeesEarlierDecisions(t *testing.T) {
 			results <- r
 		}()
 	}
-	for len(e.in) < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitSequenced(t, e, 5+1+2)
 	close(hold)
 	statuses := map[int]int{}
 	for i := 0; i < 2; i++ {

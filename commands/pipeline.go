@@ -1,0 +1,339 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// The sequencer pipeline.
+//
+// The sequencer goroutine (run) decides commands one at a time against the
+// projections, applying each decision at once so the next command sees it,
+// and collects the decided events into the open batch. The committer
+// goroutine writes one batch at a time (ledger Append: one transaction,
+// one fsync) and then answers its commands. While batch N commits, every
+// command that arrives is decided into batch N+1; when N has committed,
+// N+1 goes to the committer and the next command opens N+2. So at most two
+// batches are uncommitted: the one in flight and the open one.
+//
+//   - A command is answered only after its batch committed, and batches
+//     commit in order: an answer never depends on an uncommitted event
+//     (a decision of N+1 that saw N's events, a replay of N's record, an
+//     error N's events caused, are all answered after N and N+1 commit).
+//   - A failed commit fails its batch and the open batch decided on top of
+//     it: every command decided since the last good commit is answered
+//     ErrUnavailable, and the projections are reloaded from the log before
+//     the next decision.
+//   - Readers see committed state only: the sequencer holds the write lock
+//     whenever the projections hold an uncommitted event, and a waiting
+//     reader makes it stop deciding until the pipeline is empty.
+
+// job is one batch: its commands, the events they decided and what the
+// transaction writes besides.
+type job struct {
+	reqs     []*request
+	expected ledger.Head // the head the batch continues
+	head     ledger.Head // after its last event
+	events   []*ledger.Event
+	bodies   []any    // each event's body, as its draft built it
+	encoded  [][]byte // each event's stored bytes, from SealEncoded
+	soft     []ledger.SoftRecord
+	manual   *int64
+	secret   []byte
+	poisoned error         // a decided event did not apply: the batch fails
+	batch    *ledger.Batch // what Append writes; nil when nothing
+}
+
+// pipe is the sequencer's view of the pipeline. open != nil implies
+// inflight != nil: a batch decided while nothing is in flight is handed to
+// the committer at once.
+type pipe struct {
+	inflight *job // with the committer
+	open     *job // being decided, waits for inflight to commit
+}
+
+func (e *Engine) run() {
+	defer close(e.done)
+	var p pipe
+	locked := false
+	for {
+		if p.inflight == nil {
+			// Nothing uncommitted: readers may look.
+			if locked {
+				e.mu.Unlock()
+				locked = false
+			}
+			select {
+			case r := <-e.in:
+				e.mu.Lock()
+				locked = true
+				p.open = &job{expected: e.head}
+				e.decideQueued(p.open, r)
+				e.handOff(&p)
+			case <-e.stop:
+				e.shutdown()
+				return
+			}
+			continue
+		}
+		// A batch is in flight. Wait for it instead of deciding more when
+		// a reader waits (the pipeline empties within two commits) or the
+		// open batch is full or failed.
+		if e.readers.Load() > 0 || (p.open != nil && (p.open.poisoned != nil || len(p.open.reqs) >= e.maxBatch)) {
+			e.settle(&p, <-e.results)
+			continue
+		}
+		select { // a finished commit first: it lets the open batch go
+		case err := <-e.results:
+			e.settle(&p, err)
+			continue
+		default:
+		}
+		select {
+		case err := <-e.results:
+			e.settle(&p, err)
+		case r := <-e.in:
+			if p.open == nil {
+				p.open = &job{expected: e.head}
+			}
+			e.decideQueued(p.open, r)
+		case <-e.stop:
+			for p.inflight != nil { // what was decided commits (or fails) and is answered
+				e.settle(&p, <-e.results)
+			}
+			if locked {
+				e.mu.Unlock()
+			}
+			e.shutdown()
+			return
+		}
+	}
+}
+
+// shutdown answers everything still queued and stops the committer.
+func (e *Engine) shutdown() {
+	for {
+		select {
+		case r := <-e.in:
+			r.err = ErrShuttingDown
+			close(r.done)
+		default:
+			close(e.commits)
+			<-e.committed
+			return
+		}
+	}
+}
+
+// settle takes the outcome of the batch in flight. Committed: the open
+// batch goes to the committer. Failed: the open batch, decided on top of
+// it, fails too and the projections are reloaded.
+func (e *Engine) settle(p *pipe, err error) {
+	j := p.inflight
+	p.inflight = nil
+	if err != nil {
+		open := p.open
+		p.open = nil
+		e.fail(err, j, open)
+		return
+	}
+	if e.pendingJob == j { // the test clock now reads what that batch set
+		e.pendingManual, e.pendingJob = nil, nil
+	}
+	e.handOff(p)
+}
+
+// handOff sends the open batch to the committer (nothing is in flight).
+func (e *Engine) handOff(p *pipe) {
+	j := p.open
+	if j == nil {
+		return
+	}
+	p.open = nil
+	if j.poisoned != nil {
+		e.fail(j.poisoned, j)
+		return
+	}
+	j.head = e.head // the open batch holds the newest decided events
+	if len(j.events) > 0 || len(j.soft) > 0 || j.manual != nil {
+		j.batch = &ledger.Batch{Expected: j.expected, Events: j.events, Encoded: j.encoded, Soft: j.soft, SecretCheck: j.secret}
+		if j.manual != nil {
+			j.batch.ManualClock = &ledger.ManualClock{Enabled: true, Now: *j.manual}
+		}
+	}
+	p.inflight = j
+	e.commits <- j // the committer is idle: its previous batch was settled
+}
+
+// decideQueued decides r and then every command already queued, up to a
+// full batch, into j.
+func (e *Engine) decideQueued(j *job, r *request) {
+	e.decide(j, r)
+	for len(j.reqs) < e.maxBatch && j.poisoned == nil {
+		select {
+		case r := <-e.in:
+			e.decide(j, r)
+		default:
+			return
+		}
+	}
+}
+
+// decide decides one command into j: its events are stamped, chained onto
+// the newest decided head and applied to the projections at once.
+func (e *Engine) decide(j *job, r *request) {
+	j.reqs = append(j.reqs, r)
+	e.sequenced.Add(1)
+	if e.failed.Load() != nil || j.poisoned != nil {
+		r.err = ErrUnavailable
+		return
+	}
+	s := e.state
+	now := Ms(e.clock.Now())
+	if e.pendingManual != nil {
+		now = *e.pendingManual
+	}
+	if now < e.head.At {
+		now = e.head.At
+	}
+	d, err := r.cmd.Decide(&Ctx{State: s, Now: now, Cfg: &e.cfg})
+	if err != nil {
+		r.err = err
+		return
+	}
+	for i := range d.Events {
+		ev := e.stamp(s, &d.Events[i], now)
+		var raw []byte
+		e.head, raw, err = ledger.SealBody(ev, e.head, d.Events[i].Body, projections.AppendBody)
+		if err == nil {
+			err = s.ApplyDecoded(ev, d.Events[i].Body) // no need to decode what was just encoded
+		}
+		if err != nil {
+			j.poisoned = fmt.Errorf("commands: applying a decided event: %w", err)
+			r.err = ErrInternal
+			return
+		}
+		j.events = append(j.events, ev)
+		j.bodies = append(j.bodies, d.Events[i].Body)
+		j.encoded = append(j.encoded, raw)
+	}
+	j.soft = append(j.soft, d.Soft...)
+	if d.Effect != nil {
+		d.Effect(s)
+	}
+	if d.ManualClock != nil {
+		j.manual = d.ManualClock
+		e.pendingManual, e.pendingJob = d.ManualClock, j
+	}
+	if d.SecretCheck != nil {
+		j.secret = d.SecretCheck
+	}
+	if d.Answer != nil {
+		r.res = d.Answer(s)
+	}
+	r.res.Now = now
+	r.res.Seq = e.head.Seq
+}
+
+// fail answers every command of the given batches ErrUnavailable after
+// reloading the projections from the log on disk.
+func (e *Engine) fail(cause error, jobs ...*job) {
+	n := 0
+	for _, j := range jobs {
+		if j != nil {
+			n += len(j.reqs)
+		}
+	}
+	e.logger.Error().Err(cause).Int("commands", n).Msg("batch failed; reloading projections from the log")
+	e.reload()
+	for _, j := range jobs {
+		if j == nil {
+			continue
+		}
+		for _, r := range j.reqs {
+			r.err, r.res = ErrUnavailable, Result{}
+			e.answer(r)
+		}
+	}
+}
+
+// reload replaces the projections with a fresh load from the log on disk;
+// when that fails the engine refuses every later command.
+func (e *Engine) reload() {
+	e.pendingManual, e.pendingJob = nil, nil
+	if e.load == nil {
+		e.failed.Store(&failure{errors.New("commands: no loader to recover projections")})
+		return
+	}
+	s, err := e.load()
+	if err != nil {
+		e.failed.Store(&failure{fmt.Errorf("commands: reload after failed commit: %w", err)})
+		e.logger.Error().Err(err).Msg("reload failed; refusing commands")
+		return
+	}
+	e.state = s
+	e.head = s.Head
+}
+
+// committer writes the batches the sequencer hands it, in order, and
+// answers the commands of each one that committed.
+func (e *Engine) committer() {
+	defer close(e.committed)
+	for j := range e.commits {
+		var err error
+		if j.batch != nil {
+			start := time.Now() //tl:wallclock commit-latency metric
+			err = e.log.Append(j.batch)
+			if err == nil && e.metrics.BatchCommitted != nil {
+				e.metrics.BatchCommitted(len(j.reqs), len(j.events), time.Since(start))
+			}
+		}
+		if err == nil {
+			e.publish(j)
+		}
+		e.results <- err
+	}
+}
+
+// publish runs what follows a commit, before any command of the batch is
+// answered: failpoints, the authentication index, the committed hook, the
+// test clock; then answers.
+func (e *Engine) publish(j *job) {
+	afterCommit(j.events)
+	e.auth.apply(j.events, j.bodies)
+	if e.committedHook != nil && len(j.events) > 0 {
+		e.committedHook(j.head, j.events, j.bodies)
+	}
+	if j.manual != nil && e.manual != nil {
+		e.manual.Set(time.UnixMilli(*j.manual))
+	}
+	for _, r := range j.reqs {
+		e.answer(r)
+	}
+}
+
+// answer releases one command's answer.
+func (e *Engine) answer(r *request) {
+	if e.metrics.Command != nil {
+		e.metrics.Command(r.cmd, r.res, r.err)
+	}
+	if e.metrics.Claimed != nil && r.err == nil && !r.res.Replayed && r.res.Record != nil &&
+		r.res.Record.EventType == projections.EvTaskClaimed {
+		e.metrics.Claimed()
+	}
+	close(r.done)
+}
+
+// stamp turns a draft into an envelope; SealBody encodes the body into it
+// and sets seq and hash.
+func (e *Engine) stamp(s *projections.State, d *Draft, now int64) *ledger.Event {
+	return &ledger.Event{
+		Stream: d.Stream, StreamVersion: s.StreamVersion(d.Stream) + 1,
+		Type: d.Type, Schema: projections.CurrentSchema(d.Type), At: now,
+		Actor: d.Actor, Idem: d.Idem,
+	}
+}

@@ -1,0 +1,209 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"taskledger/projections"
+)
+
+func newCreate() *CreateTask {
+	return &CreateTask{AdminReq: AdminReq{Operator: "op", Key: NewID(), Fingerprint: []byte{1}}, Payload: "{}"}
+}
+
+// goDo runs cmd in a goroutine; its outcome arrives on the channel.
+func goDo(e *Engine, cmd Command) chan error {
+	ch := make(chan error, 1)
+	go func() {
+		_, err := e.Do(context.Background(), cmd)
+		ch <- err
+	}()
+	return ch
+}
+
+func taskCount(e *Engine) int {
+	n := 0
+	e.Read(func(s *projections.State) { n = len(s.Tasks) })
+	return n
+}
+
+// TestPipelineDecidesWhileCommitting: commands that arrive while a batch
+// commits are decided at once (they see its events), into the next batch,
+// and answered only after both committed, in order.
+func TestPipelineDecidesWhileCommitting(t *testing.T) {
+	e, g, _ := newTestEngine(t)
+	id := createTask(t, e)
+	release, held := holdNext(g)
+	cancel := goDo(e, &Cancel{AdminReq: AdminReq{Operator: "op", Key: NewID(), Fingerprint: []byte{2}}, TaskID: id})
+	<-held
+	// A second cancel of the same task, decided while the first commits,
+	// sees the first: the task is CANCELED, so it is refused.
+	again := goDo(e, &Cancel{AdminReq: AdminReq{Operator: "op", Key: NewID(), Fingerprint: []byte{3}}, TaskID: id})
+	create := goDo(e, newCreate())
+	waitSequenced(t, e, 4)
+	select {
+	case err := <-again:
+		t.Fatalf("a command decided on an uncommitted event was answered before that commit: %v", err)
+	case err := <-create:
+		t.Fatalf("a command of the open batch was answered before its commit: %v", err)
+	default:
+	}
+	close(release)
+	if err := <-cancel; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-again; !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("second cancel: %v, want ErrInvalidState (it saw the first)", err)
+	}
+	if err := <-create; err != nil {
+		t.Fatal(err)
+	}
+	if got := g.appends.Load(); got != 3 {
+		t.Fatalf("%d appends, want 3 (create; cancel; the batch decided while it committed)", got)
+	}
+}
+
+// TestFailedCommitFailsTheOpenBatch: when a commit fails, the batch decided
+// on top of it while it committed fails too (every command decided since
+// the last good commit is answered unavailable), nothing of either is
+// written, and the projections are reloaded as they were.
+func TestFailedCommitFailsTheOpenBatch(t *testing.T) {
+	e, g, _ := newTestEngine(t)
+	createTask(t, e)
+	var before []byte
+	e.Read(func(s *projections.State) { before, _ = s.Canonical() })
+	appends := g.appends.Load()
+
+	release, held := holdNext(g)
+	g.failNext.Store(true)
+	first := goDo(e, newCreate())
+	<-held
+	const n = 20
+	open := make([]chan error, n)
+	for i := range open {
+		open[i] = goDo(e, newCreate())
+	}
+	waitSequenced(t, e, 1+1+n)
+	close(release)
+	if err := <-first; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the failed batch: %v, want ErrUnavailable", err)
+	}
+	for _, ch := range open {
+		if err := <-ch; !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("the open batch after a failed commit: %v, want ErrUnavailable", err)
+		}
+	}
+	if got := g.appends.Load(); got != appends {
+		t.Fatalf("%d appends after the failure, want none", got-appends)
+	}
+	var after []byte
+	e.Read(func(s *projections.State) { after, _ = s.Canonical() })
+	if !bytes.Equal(before, after) {
+		t.Fatal("projections changed after a failed commit")
+	}
+	createTask(t, e) // the engine recovered and continues the log
+	if got := taskCount(e); got != 2 {
+		t.Fatalf("%d tasks, want 2", got)
+	}
+}
+
+// TestReadersSeeCommittedStateOnly: a reader that arrives while a batch
+// commits and another is decided waits until both committed, then sees
+// them; the sequencer stops deciding for it, so it is not starved by a
+// steady stream of commands.
+func TestReadersSeeCommittedStateOnly(t *testing.T) {
+	e, g, _ := newTestEngine(t)
+	release, held := holdNext(g)
+	first := goDo(e, newCreate())
+	<-held
+	second := goDo(e, newCreate())
+	waitSequenced(t, e, 2)
+
+	read := make(chan int, 1)
+	go func() { read <- taskCount(e) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.readers.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reader never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case n := <-read:
+		t.Fatalf("a reader saw %d tasks while both batches were uncommitted", n)
+	default:
+	}
+
+	// Keep commands coming while the reader waits.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := e.Do(context.Background(), newCreate()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	close(release)
+	n := <-read
+	close(stop)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if n < 2 {
+		t.Fatalf("the reader saw %d tasks, want both committed ones", n)
+	}
+}
+
+// TestAuthenticateFollowsCommits: a device token authenticates from the
+// moment its registration is answered (not while it commits) until its
+// revocation is answered.
+func TestAuthenticateFollowsCommits(t *testing.T) {
+	e, g, _ := newTestEngine(t)
+	h := HashToken("tldev_" + NewID())
+	release, held := holdNext(g)
+	reg := make(chan Result, 1)
+	go func() {
+		res, err := e.Do(context.Background(), &RegisterDevice{AdminReq: AdminReq{Operator: "op", Key: NewID()},
+			OwnerID: NewID(), Name: "d", TokenHash: h})
+		if err != nil {
+			t.Error(err)
+		}
+		reg <- res
+	}()
+	<-held
+	if _, ok := e.Authenticate(h); ok {
+		t.Fatal("a token authenticated before its registration committed")
+	}
+	close(release)
+	res := <-reg
+	p, ok := e.Authenticate(h)
+	if !ok || p.DeviceID != res.Record.DeviceID {
+		t.Fatalf("after the registration: %+v %v", p, ok)
+	}
+	if _, err := e.Do(context.Background(), &RevokeDevice{AdminReq: AdminReq{Operator: "op", Key: NewID()},
+		DeviceID: p.DeviceID, Reason: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Authenticate(h); ok {
+		t.Fatal("a revoked device's token still authenticates")
+	}
+}
