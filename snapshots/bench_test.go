@@ -1,8 +1,9 @@
 package snapshots_test
 
 // Benchmarks of start-up: a full replay of the log (msgpack decode +
-// apply), the raw ceiling (bbolt cursor scan + envelope decode, no apply),
-// and start-up from the newest snapshot + a tail. The log is built once
+// apply), the raw ceiling (bbolt cursor scan + envelope decode, no apply;
+// with replay's decoder and with the generic msgpack decoder), and
+// start-up from the newest snapshot + a tail. The log is built once
 // per process by the real command deciders (no HTTP, no sequencer
 // goroutine, no fsync) and shared by the benchmarks:
 //
@@ -30,6 +31,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"taskledger/cmd/taskledger/app"
 	"taskledger/commands"
@@ -360,17 +362,38 @@ func BenchmarkReplayFull(b *testing.B) {
 }
 
 // BenchmarkRawScanDecode is the ceiling to compare with: a bbolt cursor
-// scan decoding every envelope, applying nothing.
+// scan decoding every envelope (with the decoder replay uses), applying
+// nothing.
 func BenchmarkRawScanDecode(b *testing.B) {
+	rawScan(b, func(raw []byte) error {
+		_, err := ledger.DecodeEvent(raw)
+		return err
+	})
+}
+
+// BenchmarkRawScanDecodeGeneric is the same scan decoding every envelope
+// with the generic msgpack decoder (reflection), as replay did before
+// envelopes were decoded by hand.
+func BenchmarkRawScanDecodeGeneric(b *testing.B) {
+	rawScan(b, func(raw []byte) error {
+		var e ledger.Event
+		return msgpack.Unmarshal(raw, &e)
+	})
+}
+
+func rawScan(b *testing.B, decode func([]byte) error) {
 	l, store := openBench(b)
 	b.ResetTimer()
+	var size int
 	for i := 0; i < b.N; i++ {
 		var n uint64
+		size = 0
 		err := store.RangeRaw(0, func(seq uint64, raw []byte) error {
-			if _, err := ledger.DecodeEvent(raw); err != nil {
+			if err := decode(raw); err != nil {
 				return err
 			}
 			n++
+			size += len(raw)
 			return nil
 		})
 		if err != nil || n != l.events {
@@ -378,6 +401,7 @@ func BenchmarkRawScanDecode(b *testing.B) {
 		}
 	}
 	report(b, l.events)
+	b.ReportMetric(float64(size)/float64(l.events), "bytes/event")
 }
 
 // BenchmarkStartFromSnapshotTail is start-up's load: the newest snapshot
