@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,9 @@ func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {
 }
 
 var checkNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+
+// adminNameRE is an admin token's name (the operator's id on events).
+var adminNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 var secretRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // config validates the flags into the commands configuration.
@@ -130,8 +134,8 @@ func (f *serveFlags) config() (commands.Config, uint64, error) {
 	if len(c.RequiredChecks) > 16 {
 		return c, 0, fmt.Errorf("--required-checks: at most 16 names")
 	}
-	var every uint64
-	if _, err := fmt.Sscan(f.snapshotEvery, &every); err != nil || every < 1000 || every > 10_000_000 {
+	every, err := strconv.ParseUint(f.snapshotEvery, 10, 64)
+	if err != nil || every < 1000 || every > 10_000_000 {
 		return c, 0, fmt.Errorf("--snapshot-every: %q is outside its bounds 1000 – 10000000", f.snapshotEvery)
 	}
 	if f.claimSecret != "" {

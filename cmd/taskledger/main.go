@@ -84,7 +84,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	var f serveFlags
 	f.register(fs)
-	if _, err := parseInterspersed(fs, args); err != nil {
+	if pos, err := parseInterspersed(fs, args); err != nil {
+		return 2
+	} else if len(pos) != 0 {
+		fmt.Fprintf(stderr, "taskledger: serve takes no arguments (got %q)\nusage: taskledger serve [--listen ADDR] [--clock=manual] [--data DIR] [flags]\n", pos)
 		return 2
 	}
 	cfg, every, err := f.config()
@@ -170,8 +173,13 @@ func cmdAdminToken(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name := pos[1]
-	if !checkNameRE.MatchString(name) {
-		return fail(stderr, "admin token names are 1–32 characters of [a-z0-9_]")
+	if !adminNameRE.MatchString(name) {
+		return fail(stderr, "admin token names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	if pos[0] == "revoke" && !ledger.Exists(*data) {
+		// Never create a ledger just to revoke: the first serve would then
+		// find it and write no initial admin token.
+		return fail(stderr, "no ledger in %s (--data)", *data)
 	}
 	store, err := ledger.Open(*data, ledger.Options{})
 	if err != nil {
@@ -213,7 +221,10 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envDefault("data", "./data"), "data directory")
 	secret := fs.String("claim-token-secret", envDefault("claim-token-secret", ""), "recompute server-issued claims with this secret")
 	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
-	if _, err := parseInterspersed(fs, args); err != nil {
+	if pos, err := parseInterspersed(fs, args); err != nil {
+		return 2
+	} else if len(pos) != 0 {
+		fmt.Fprintf(stderr, "taskledger: verify takes no arguments (got %q)\nusage: taskledger verify [--data DIR] [--claim-token-secret HEX] [--idempotency-retention D]\n", pos)
 		return 2
 	}
 	store, err := ledger.Open(*data, ledger.Options{ReadOnly: true})
