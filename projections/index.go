@@ -153,7 +153,16 @@ func (s *State) NextClaimable(now int64) *Task {
 // creation order (after a snapshot load): what reindex would give, built
 // as slices and heapified at once.
 func (s *State) rebuildTaskIndexes() {
-	s.queue, s.claimExpiry = s.queue[:0], s.claimExpiry[:0]
+	queued, claimed := 0, 0
+	for _, t := range s.taskOrder {
+		switch {
+		case t.queueable():
+			queued++
+		case t.State == StateClaimed && t.Claim != nil:
+			claimed++
+		}
+	}
+	s.queue, s.claimExpiry = make(taskQueue, 0, queued), make(expiryHeap, 0, claimed)
 	for _, t := range s.taskOrder {
 		t.queueEpoch = 0
 		switch {
