@@ -23,6 +23,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -348,16 +349,25 @@ func report(b *testing.B, events uint64) {
 	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
+// cpuMetric reports the process CPU time (user + system, every thread,
+// the garbage collector's included) per operation since start: steadier
+// than wall time on a shared machine.
+func cpuMetric(b *testing.B, used time.Duration) {
+	b.ReportMetric(float64(used.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkReplayFull is the full rebuild: every event decoded and applied.
 func BenchmarkReplayFull(b *testing.B) {
 	l, store := openBench(b)
 	b.ResetTimer()
+	c0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		st, err := projections.Rebuild(store, l.cfg)
 		if err != nil || st.Head.Seq != l.events {
 			b.Fatalf("rebuild: %v", err)
 		}
 	}
+	cpuMetric(b, processCPU()-c0)
 	report(b, l.events)
 }
 
@@ -384,6 +394,7 @@ func BenchmarkRawScanDecodeGeneric(b *testing.B) {
 func rawScan(b *testing.B, decode func([]byte) error) {
 	l, store := openBench(b)
 	b.ResetTimer()
+	c0 := processCPU()
 	var size int
 	for i := 0; i < b.N; i++ {
 		var n uint64
@@ -400,6 +411,7 @@ func rawScan(b *testing.B, decode func([]byte) error) {
 			b.Fatalf("scan: %v (%d events)", err, n)
 		}
 	}
+	cpuMetric(b, processCPU()-c0)
 	report(b, l.events)
 	b.ReportMetric(float64(size)/float64(l.events), "bytes/event")
 }
@@ -408,21 +420,31 @@ func rawScan(b *testing.B, decode func([]byte) error) {
 // read, checked (checksum, hash at its seq) and restored, the tail
 // replayed, the soft records loaded. Every load starts with the memory
 // of the previous one returned to the system, as a new process would.
+// The load keeps the garbage collector off (app.pauseGC); the CPU of the
+// first collection after it is reported apart (gc-after-cpu-ms/op).
 func BenchmarkStartFromSnapshotTail(b *testing.B) {
 	l, store := openBench(b)
 	b.ReportMetric(float64(l.snapSize), "snapshot-bytes")
 	debug.FreeOSMemory()
 	b.ResetTimer()
+	var used, deferred time.Duration
 	for i := 0; i < b.N; i++ {
+		c0 := processCPU()
 		ld, err := app.LoadProjections(store, l.cfg, zerolog.Nop())
+		used += processCPU() - c0
 		if err != nil || ld.Snapshot == nil || ld.Snapshot.Seq != l.snapSeq || ld.State.Head.Seq != l.events {
 			b.Fatalf("load: %v %+v", err, ld)
 		}
 		b.StopTimer()
+		c1 := processCPU() // the collection the load put off, untimed
+		runtime.GC()
+		deferred += processCPU() - c1
 		ld = nil
 		debug.FreeOSMemory()
 		b.StartTimer()
 	}
+	cpuMetric(b, used)
+	b.ReportMetric(float64(deferred.Microseconds())/1000/float64(b.N), "gc-after-cpu-ms/op")
 }
 
 // BenchmarkSnapshotCapture is the part of a running server's snapshot
