@@ -118,8 +118,11 @@ type request struct {
 	cmd  Command
 	res  Result
 	err  error
-	done chan struct{}
+	done chan struct{} // capacity 1: signaled once per use
 }
+
+// requests are reused: the engine never touches one after signaling done.
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
 // Options configure an Engine.
 type Options struct {
@@ -169,22 +172,32 @@ func (e *Engine) Manual() *ManualClock { return e.manual }
 // Do submits a command and waits for its answer (after its batch
 // committed).
 func (e *Engine) Do(ctx context.Context, cmd Command) (Result, error) {
-	r := &request{cmd: cmd, done: make(chan struct{})}
+	r := requestPool.Get().(*request)
+	r.cmd = cmd
 	e.closeMu.RLock()
 	if e.closed {
 		e.closeMu.RUnlock()
+		release(r)
 		return Result{}, ErrShuttingDown
 	}
 	select {
 	case e.in <- r:
 	case <-ctx.Done():
 		e.closeMu.RUnlock()
+		release(r)
 		return Result{}, ctx.Err()
 	}
 	e.closeMu.RUnlock()
 	// Once queued, the answer always comes: the batch commits or fails.
 	<-r.done
-	return r.res, r.err
+	res, err := r.res, r.err
+	release(r)
+	return res, err
+}
+
+func release(r *request) {
+	*r = request{done: r.done}
+	requestPool.Put(r)
 }
 
 // Authenticate returns the ACTIVE device whose token hashes to tokenHash

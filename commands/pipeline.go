@@ -120,7 +120,7 @@ func (e *Engine) shutdown() {
 		select {
 		case r := <-e.in:
 			r.err = ErrShuttingDown
-			close(r.done)
+			r.done <- struct{}{}
 		default:
 			close(e.commits)
 			<-e.committed
@@ -325,7 +325,7 @@ func (e *Engine) answer(r *request) {
 		r.res.Record.EventType == projections.EvTaskClaimed {
 		e.metrics.Claimed()
 	}
-	close(r.done)
+	r.done <- struct{}{} // the last touch: Do reuses r
 }
 
 // stamp turns a draft into an envelope; SealBody encodes the body into it

@@ -56,7 +56,7 @@ func (s *State) task(e *ledger.Event, id string) (*Task, error) {
 	if t == nil {
 		return nil, violation("no task %s", id)
 	}
-	if e.Stream != TaskStream(id) || e.StreamVersion != t.StreamVersion+1 {
+	if !isStream(e.Stream, "task/", id) || e.StreamVersion != t.StreamVersion+1 {
 		return nil, violation("stream %s/%d does not continue task %s at %d", e.Stream, e.StreamVersion, id, t.StreamVersion)
 	}
 	return t, nil
@@ -67,7 +67,7 @@ func (s *State) device(e *ledger.Event, id string) (*Device, error) {
 	if d == nil {
 		return nil, violation("no device %s", id)
 	}
-	if e.Stream != DeviceStream(id) || e.StreamVersion != d.StreamVersion+1 {
+	if !isStream(e.Stream, "device/", id) || e.StreamVersion != d.StreamVersion+1 {
 		return nil, violation("stream %s/%d does not continue device %s at %d", e.Stream, e.StreamVersion, id, d.StreamVersion)
 	}
 	return d, nil

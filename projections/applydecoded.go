@@ -35,3 +35,9 @@ var bodyTypes = sync.OnceValue(func() map[string]reflect.Type {
 	}
 	return m
 })
+
+// isStream reports whether stream is prefix+id (TaskStream, DeviceStream)
+// without building that string.
+func isStream(stream, prefix, id string) bool {
+	return len(stream) == len(prefix)+len(id) && stream[:len(prefix)] == prefix && stream[len(prefix):] == id
+}
