@@ -439,6 +439,7 @@ func BenchmarkStartFromSnapshotTail(b *testing.B) {
 		c1 := processCPU() // the collection the load put off, untimed
 		runtime.GC()
 		deferred += processCPU() - c1
+		runtime.KeepAlive(ld) // the projections are live during that collection
 		ld = nil
 		debug.FreeOSMemory()
 		b.StartTimer()
