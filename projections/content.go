@@ -343,8 +343,8 @@ func cmpTask(a, b *Task) int {
 }
 
 // decodeTasks decodes the task section: its chunks in parallel, each
-// into its part of one array of tasks; the map is filled chunk by chunk
-// as they finish, and the claim indexes are built beside it.
+// into its part of one array of tasks with its claim index entries; the
+// map is filled chunk by chunk as they finish.
 func (s *State) decodeTasks(sec string) error {
 	d := &decBuf{s: sec}
 	n := d.n()
@@ -364,12 +364,13 @@ func (s *State) decodeTasks(sec string) error {
 	s.taskOrder = make([]*Task, n)
 	var errs [taskChunks]error
 	var done [taskChunks]chan struct{}
+	var idx [taskChunks]taskIndexes
 	for i := range chunks {
 		done[i] = make(chan struct{})
 		go func() {
 			defer close(done[i])
 			lo, hi := chunkBounds(n, i)
-			errs[i] = s.decodeTaskChunk(chunks[i], tasks[lo:hi], s.taskOrder[lo:hi])
+			errs[i] = s.decodeTaskChunk(chunks[i], tasks[lo:hi], s.taskOrder[lo:hi], &idx[i])
 		}()
 	}
 	var wg sync.WaitGroup
@@ -396,7 +397,7 @@ func (s *State) decodeTasks(sec string) error {
 		}
 	}
 	if ierr == nil {
-		s.rebuildTaskIndexes()
+		s.joinTaskIndexes(idx[:])
 	}
 	wg.Wait()
 	if ierr == nil && len(s.Tasks) != n {
@@ -405,8 +406,9 @@ func (s *State) decodeTasks(sec string) error {
 	return ierr
 }
 
-// decodeTaskChunk decodes one chunk of the task section into tasks.
-func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task) error {
+// decodeTaskChunk decodes one chunk of the task section into tasks, and
+// their claim index entries into idx.
+func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *taskIndexes) error {
 	d := &decBuf{s: sec}
 	var (
 		images    slab[Blob]
@@ -539,6 +541,7 @@ func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task) error {
 			return d.err
 		}
 		order[i] = t
+		idx.index(t)
 	}
 	if d.p != len(d.s) {
 		d.fail("trailing bytes after a task chunk")

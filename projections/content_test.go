@@ -290,3 +290,56 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 		}
 	}
 }
+
+// TestContentRestoredClaimQueue: a restored state picks the same task to
+// claim as the live one at every moment, while claims are taken, expire
+// and return to the queue, and epochs given after the restore never
+// collide with restored ones.
+func TestContentRestoredClaimQueue(t *testing.T) {
+	live := New(Config{})
+	live.Head = ledger.Head{Seq: 200, Hash: make([]byte, ledger.HashSize), At: 1000}
+	for i := range 60 {
+		task := &Task{ID: fmt.Sprintf("t%02d", i), CreateSeq: uint64(i + 1), CreatedAt: int64(10 * (i / 3)), State: StatePending,
+			Version: 1, Revision: 1, PayloadSHA256: "p", Auth: &Authorization{AuthBody: AuthBody{ID: "a", Revision: 1,
+				PayloadSHA256: "p", ExpiresAt: 5000}, Status: AuthActive}}
+		switch i % 5 {
+		case 1: // claimed, lease expiring at different times
+			task.State, task.Generation = StateClaimed, 1
+			task.Claim = &Claim{Generation: 1, DeviceID: "d", LeaseExpiresAt: int64(1000 + 37*i)}
+		case 2:
+			task.State = StateSucceeded
+		case 3:
+			task.Auth.Status = AuthConsumed
+		}
+		live.Tasks[task.ID] = task
+		live.taskOrder = append(live.taskOrder, task)
+		live.reindex(task)
+	}
+	b, err := live.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := Restore(b, live.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(s *State, id string, now int64) {
+		task := s.Tasks[id]
+		task.State, task.Generation = StateClaimed, task.Generation+1
+		task.Claim = &Claim{Generation: task.Generation, DeviceID: "d", LeaseExpiresAt: now + 300}
+		s.reindex(task)
+	}
+	for now := int64(1000); now < 4000; now += 50 {
+		for {
+			a, b := live.NextClaimable(now), restored.NextClaimable(now)
+			if (a == nil) != (b == nil) || (a != nil && a.ID != b.ID) {
+				t.Fatalf("at %d: live picks %v, restored %v", now, a, b)
+			}
+			if a == nil {
+				break
+			}
+			claim(live, a.ID, now)
+			claim(restored, b.ID, now)
+		}
+	}
+}

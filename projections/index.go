@@ -149,30 +149,42 @@ func (s *State) NextClaimable(now int64) *Task {
 	return nil
 }
 
-// rebuildTaskIndexes recomputes the claim indexes from the tasks in
-// creation order (after a snapshot load): what reindex would give, built
-// as slices and heapified at once.
-func (s *State) rebuildTaskIndexes() {
-	queued, claimed := 0, 0
-	for _, t := range s.taskOrder {
-		switch {
-		case t.queueable():
-			queued++
-		case t.State == StateClaimed && t.Claim != nil:
-			claimed++
-		}
+// taskIndexes are claim index entries of some tasks, in creation order,
+// as a restore builds them chunk by chunk.
+type taskIndexes struct {
+	queue  taskQueue
+	expiry expiryHeap
+}
+
+// index adds t (just restored) to the entries. A restored task's queue
+// epoch is its creation seq: unique per task, and below every epoch the
+// counter gives later (joinTaskIndexes starts it at the newest seq).
+func (x *taskIndexes) index(t *Task) {
+	t.queueEpoch = 0
+	switch {
+	case t.queueable():
+		t.queueEpoch = t.CreateSeq
+		x.queue = append(x.queue, queueEntry{createdAt: t.CreatedAt, createSeq: t.CreateSeq, taskID: t.ID, epoch: t.queueEpoch})
+	case t.State == StateClaimed && t.Claim != nil:
+		x.expiry = append(x.expiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
 	}
-	s.queue, s.claimExpiry = make(taskQueue, 0, queued), make(expiryHeap, 0, claimed)
-	for _, t := range s.taskOrder {
-		t.queueEpoch = 0
-		switch {
-		case t.queueable():
-			s.queueCounter++
-			t.queueEpoch = s.queueCounter
-			s.queue = append(s.queue, queueEntry{createdAt: t.CreatedAt, createSeq: t.CreateSeq, taskID: t.ID, epoch: t.queueEpoch})
-		case t.State == StateClaimed && t.Claim != nil:
-			s.claimExpiry = append(s.claimExpiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
-		}
+}
+
+// joinTaskIndexes makes the claim indexes of a restore from the entries of
+// its chunks, in creation order: what reindex would give.
+func (s *State) joinTaskIndexes(parts []taskIndexes) {
+	nq, ne := 0, 0
+	for _, p := range parts {
+		nq, ne = nq+len(p.queue), ne+len(p.expiry)
+	}
+	s.queue, s.claimExpiry = make(taskQueue, 0, nq), make(expiryHeap, 0, ne)
+	for _, p := range parts {
+		s.queue = append(s.queue, p.queue...)
+		s.claimExpiry = append(s.claimExpiry, p.expiry...)
+	}
+	s.queueCounter = s.Head.Seq
+	if n := len(s.taskOrder); n > 0 {
+		s.queueCounter = max(s.queueCounter, s.taskOrder[n-1].CreateSeq)
 	}
 	// Tasks come in creation order, so the queue is usually sorted
 	// already, and a sorted slice is a heap.
