@@ -410,6 +410,9 @@ func (s *State) decodeTasks(sec string) error {
 // their claim index entries into idx.
 func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *taskIndexes) error {
 	d := &decBuf{s: sec}
+	// Pending tasks are queued: room for all (the part not used is never
+	// touched), instead of growing a queue of a million by copies.
+	idx.queue = make(taskQueue, 0, len(tasks))
 	var (
 		images    slab[Blob]
 		auths     slab[Authorization]
