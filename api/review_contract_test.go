@@ -237,7 +237,7 @@ func TestReviewPresenceValidation(t *testing.T) {
 }
 
 func with(m map[string]any, k string, v any) map[string]any { m[k] = v; return m }
-func without(m map[string]any, k string) map[string]any   { delete(m, k); return m }
+func without(m map[string]any, k string) map[string]any     { delete(m, k); return m }
 
 // api.md, POST /admin/devices: required_checks 0–16 names; present, even
 // empty, it replaces the server default; a replay answers without token.
