@@ -23,6 +23,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -66,6 +67,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(startChildEnv); dir != "" {
+		os.Exit(startChild(dir))
+	}
 	code := m.Run()
 	if benchRoot != "" {
 		os.RemoveAll(benchRoot)
@@ -499,4 +503,62 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// startChildEnv names the data directory a child process of
+// BenchmarkStartFresh loads (and nothing else).
+const startChildEnv = "TASKLEDGER_BENCH_START_CHILD"
+
+// startChild is a fresh process's start: it loads the projections from the
+// newest snapshot of dir and the log after it, and prints the wall and CPU
+// time of the load and the CPU of the first collection after it.
+func startChild(dir string) int {
+	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer store.Close()
+	cfg := projections.Config{IdempotencyRetentionMs: commands.DefaultConfig().IdempotencyRetention.Milliseconds()}
+	c0, t0 := processCPU(), time.Now() //tl:wallclock benchmark timing
+	ld, err := app.LoadProjections(store, cfg, zerolog.Nop())
+	wall, used := time.Since(t0), processCPU()-c0 //tl:wallclock benchmark timing
+	if err != nil || ld.Snapshot == nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return 1
+	}
+	c1 := processCPU()
+	runtime.GC()
+	gc := processCPU() - c1
+	runtime.KeepAlive(ld)
+	fmt.Printf("start %d %d %d %d\n", wall.Nanoseconds(), used.Nanoseconds(), gc.Nanoseconds(), len(ld.State.Tasks))
+	return 0
+}
+
+// BenchmarkStartFresh is BenchmarkStartFromSnapshotTail in a new process
+// each time, as a server starts: nothing allocated before, every page of
+// the projections new. ns/op includes starting the process and opening the
+// ledger; start-ms/op is the load alone.
+func BenchmarkStartFresh(b *testing.B) {
+	l := getBenchLog(b)
+	var wall, used, gc time.Duration
+	var tasks int
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), startChildEnv+"="+l.dir)
+		out, err := cmd.Output()
+		var w, u, g int64
+		if err == nil {
+			_, err = fmt.Sscanf(string(out), "start %d %d %d %d", &w, &u, &g, &tasks)
+		}
+		if err != nil {
+			b.Fatalf("child: %v: %s", err, out)
+		}
+		wall, used, gc = wall+time.Duration(w), used+time.Duration(u), gc+time.Duration(g)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(per(wall), "start-ms/op")
+	b.ReportMetric(per(used), "cpu-ms/op")
+	b.ReportMetric(per(gc), "gc-after-cpu-ms/op")
+	b.ReportMetric(float64(tasks), "tasks")
 }
