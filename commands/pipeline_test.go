@@ -207,3 +207,43 @@ func TestAuthenticateFollowsCommits(t *testing.T) {
 		t.Fatal("a revoked device's token still authenticates")
 	}
 }
+
+// TestAdvanceSeenByTheOpenBatch: a command decided while a test-clock
+// advance commits already runs at the advanced time.
+func TestAdvanceSeenByTheOpenBatch(t *testing.T) {
+	e, g, clock := newTestEngine(t)
+	start := Ms(clock.Now())
+	release, held := holdNext(g)
+	adv := make(chan Result, 1)
+	go func() {
+		res, err := e.Do(context.Background(), &AdvanceClock{Seconds: 3600})
+		if err != nil {
+			t.Error(err)
+		}
+		adv <- res
+	}()
+	<-held
+	created := make(chan Result, 1)
+	go func() {
+		res, err := e.Do(context.Background(), &CreateTask{AdminReq: AdminReq{Operator: "op", Key: NewID(), Fingerprint: []byte{1}},
+			Payload: "{}", AuthorizeTTL: time.Hour})
+		if err != nil {
+			t.Error(err)
+		}
+		created <- res
+	}()
+	waitSequenced(t, e, 2)
+	close(release)
+	if res := <-adv; res.Value != start+3_600_000 {
+		t.Fatalf("advance answered %v, want %d", res.Value, start+3_600_000)
+	}
+	res := <-created
+	if res.Now != start+3_600_000 {
+		t.Fatalf("the command after the advance ran at %d, want %d", res.Now, start+3_600_000)
+	}
+	e.Read(func(s *projections.State) {
+		if tk := s.Tasks[res.Record.TaskID]; tk == nil || tk.CreatedAt != start+3_600_000 || tk.Auth.ExpiresAt != start+7_200_000 {
+			t.Errorf("task %+v, want it created at the advanced time", tk)
+		}
+	})
+}
