@@ -21,9 +21,11 @@ type fieldDec func(r *mpread.Reader, v reflect.Value) bool
 
 type structPlan struct {
 	fields map[string]structField
+	order  []structField // in declaration order, the order Marshal writes
 }
 
 type structField struct {
+	name  string
 	index int
 	dec   fieldDec
 }
@@ -56,13 +58,20 @@ func (p *structPlan) decode(r *mpread.Reader, v reflect.Value) bool {
 	if !ok {
 		return false
 	}
+	next := 0 // the field expected next: keys come in declaration order
 	for range n {
 		key, ok := r.Key()
 		if !ok {
 			return false
 		}
-		f, known := p.fields[string(key)]
-		if !known || !f.dec(r, v.Field(f.index)) {
+		var f structField
+		if next < len(p.order) && p.order[next].name == string(key) {
+			f = p.order[next]
+			next++
+		} else if f, ok = p.fields[string(key)]; !ok {
+			return false
+		}
+		if !f.dec(r, v.Field(f.index)) {
 			return false
 		}
 	}
@@ -95,7 +104,8 @@ func planStruct(t reflect.Type, depth int) *structPlan {
 		if dec == nil {
 			return nil
 		}
-		p.fields[name] = structField{index: i, dec: dec}
+		p.fields[name] = structField{name: name, index: i, dec: dec}
+		p.order = append(p.order, p.fields[name])
 	}
 	return p
 }
