@@ -139,7 +139,9 @@ func (s *Server) readyz(c echo.Context) error {
 // gate answers 503 once shutdown began (operational routes stay).
 func (s *Server) gate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.stopping.Load() && strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		// Shutting down, or the log could not be written and the projections
+		// could not be reloaded: no answer from possibly uncommitted state.
+		if (s.stopping.Load() || s.eng.Err() != nil) && strings.HasPrefix(c.Request().URL.Path, "/api/") {
 			return unavailable(c)
 		}
 		return next(c)

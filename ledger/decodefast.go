@@ -1,6 +1,6 @@
 package ledger
 
-import "taskledger/internal/mpread"
+import "taskledger/ledger/mpread"
 
 // decodeEventFast decodes an envelope as msgpack.Unmarshal does, by hand
 // for the shapes Marshal writes (a map of the Event fields, a map or nil

@@ -6,7 +6,7 @@ import (
 	"hash"
 	"sync"
 
-	"taskledger/internal/mpwrite"
+	"taskledger/ledger/mpwrite"
 )
 
 // SealBody is SealEncoded for an event whose body is not encoded yet: it

@@ -1,6 +1,6 @@
 package projections
 
-import mp "taskledger/internal/mpwrite"
+import mp "taskledger/ledger/mpwrite"
 
 // AppendBody appends body's encoding, exactly what EncodeBody(body) gives
 // (ledger.Marshal): the body types of the commands a device sends all

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"taskledger/internal/mpread"
+	"taskledger/ledger/mpread"
 )
 
 // Event bodies of the current schema decode by hand (mpread) through a
