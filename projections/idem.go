@@ -105,6 +105,9 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 		}
 		return r, false
 	}
+	if len(v.Tombstones) == 0 && len(v.frozen) == 0 && len(v.SoftTombstones) == 0 {
+		return nil, false // nothing has expired yet: no hash to compute
+	}
 	if t := TombstoneID(id); v.Tombstones[t] || v.frozenHas(t) || v.SoftTombstones[t] {
 		return nil, true
 	}
