@@ -136,6 +136,17 @@ func amendable(x *Ctx, id string) (*projections.Task, *projections.ClosedClaim, 
 	return nil, nil, 0, ErrInvalidState
 }
 
+// beginAmendable is begin followed by amendable: the idempotency rules,
+// then the task an operator may amend, authorize or revoke.
+func (a *AdminReq) beginAmendable(x *Ctx, op, taskID string) (string, *projections.Task, *projections.ClosedClaim, uint64, *Decision, error) {
+	scope, dec, err := a.begin(x, op)
+	if dec != nil || err != nil {
+		return scope, nil, nil, 0, dec, err
+	}
+	t, closed, v, err := amendable(x, taskID)
+	return scope, t, closed, v, nil, err
+}
+
 // Amend replaces a task's payload.
 type Amend struct {
 	AdminReq
@@ -147,13 +158,9 @@ type Amend struct {
 
 // Decide amends the task.
 func (c *Amend) Decide(x *Ctx) (*Decision, error) {
-	scope, dec, err := c.begin(x, OpAmend)
+	scope, t, closed, v, dec, err := c.beginAmendable(x, OpAmend, c.TaskID)
 	if dec != nil || err != nil {
 		return dec, err
-	}
-	t, closed, v, err := amendable(x, c.TaskID)
-	if err != nil {
-		return nil, err
 	}
 	if t.Revision != c.ExpectedRevision {
 		return nil, ErrRevisionMismatch
@@ -174,13 +181,9 @@ type SetReferenceImage struct {
 
 // Decide sets the image: an amendment.
 func (c *SetReferenceImage) Decide(x *Ctx) (*Decision, error) {
-	scope, dec, err := c.begin(x, OpSetReferenceImage)
+	scope, t, closed, v, dec, err := c.beginAmendable(x, OpSetReferenceImage, c.TaskID)
 	if dec != nil || err != nil {
 		return dec, err
-	}
-	t, closed, v, err := amendable(x, c.TaskID)
-	if err != nil {
-		return nil, err
 	}
 	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskReferenceImageSet, &projections.TaskReferenceImageSet{
 		TaskID: t.ID, Revision: t.Revision + 1, SHA256: c.SHA256, Size: c.Size, Version: v, Closed: closed}), nil
@@ -196,13 +199,9 @@ type Authorize struct {
 
 // Decide authorizes the task.
 func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
-	scope, dec, err := c.begin(x, OpAuthorize)
+	scope, t, closed, v, dec, err := c.beginAmendable(x, OpAuthorize, c.TaskID)
 	if dec != nil || err != nil {
 		return dec, err
-	}
-	t, closed, v, err := amendable(x, c.TaskID)
-	if err != nil {
-		return nil, err
 	}
 	if t.Revision != c.ExpectedRevision {
 		return nil, ErrRevisionMismatch
@@ -225,13 +224,9 @@ type RevokeAuthorization struct {
 
 // Decide revokes the authorization.
 func (c *RevokeAuthorization) Decide(x *Ctx) (*Decision, error) {
-	scope, dec, err := c.begin(x, OpRevokeAuthorization)
+	scope, t, closed, v, dec, err := c.beginAmendable(x, OpRevokeAuthorization, c.TaskID)
 	if dec != nil || err != nil {
 		return dec, err
-	}
-	t, closed, v, err := amendable(x, c.TaskID)
-	if err != nil {
-		return nil, err
 	}
 	if t.Auth == nil || t.Auth.Status != projections.AuthActive {
 		return nil, ErrInvalidState

@@ -99,6 +99,26 @@ func holder(t *Task, device string, g uint64, exec string, states ...string) err
 	return nil
 }
 
+// amendment applies an operator's change of the task's content (payload or
+// reference image): revision +1, a stale claim closed, then change.
+func (s *State) amendment(e *ledger.Event, id string, revision uint64, closed *ClosedClaim, version uint64, change func(*Task)) error {
+	t, err := s.task(e, id)
+	if err != nil {
+		return err
+	}
+	if revision != t.Revision+1 {
+		return violation("task %s revision %d after %d", t.ID, revision, t.Revision)
+	}
+	if err := s.closeStaleClaim(t, closed, version, e.At); err != nil {
+		return err
+	}
+	t.Revision = revision
+	change(t)
+	s.touch(t, e)
+	s.record(e, t, nil, http.StatusOK)
+	return nil
+}
+
 // closeStaleClaim handles an operator command on a CLAIMED task whose claim
 // lease expired: the claim closes and the task is PENDING again.
 func (s *State) closeStaleClaim(t *Task, c *ClosedClaim, version uint64, at int64) error {
@@ -158,37 +178,14 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		return nil
 
 	case *TaskAmended:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if b.Revision != t.Revision+1 {
-			return violation("task %s revision %d after %d", t.ID, b.Revision, t.Revision)
-		}
-		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
-			return err
-		}
-		t.Revision, t.Payload, t.PayloadSHA256 = b.Revision, b.Payload, b.PayloadSHA256
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusOK)
-		return nil
+		return s.amendment(e, b.TaskID, b.Revision, b.Closed, b.Version, func(t *Task) {
+			t.Payload, t.PayloadSHA256 = b.Payload, b.PayloadSHA256
+		})
 
 	case *TaskReferenceImageSet:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if b.Revision != t.Revision+1 {
-			return violation("task %s revision %d after %d", t.ID, b.Revision, t.Revision)
-		}
-		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
-			return err
-		}
-		t.Revision = b.Revision
-		t.Image = &Blob{SHA256: b.SHA256, Size: b.Size}
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusOK)
-		return nil
+		return s.amendment(e, b.TaskID, b.Revision, b.Closed, b.Version, func(t *Task) {
+			t.Image = &Blob{SHA256: b.SHA256, Size: b.Size}
+		})
 
 	case *TaskAuthorized:
 		t, err := s.task(e, b.TaskID)
