@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"taskledger/client/internal/e2e"
 )
 
@@ -22,26 +20,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == helperArg {
 		os.Exit(helperMain())
 	}
-	dir, err := os.MkdirTemp("", "tl-agent-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = e2e.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(e2e.RunTests(m, "tl-agent-test", &bins))
 }
 
 // helperMain is the work command: it reads the task payload on stdin and

@@ -2,15 +2,12 @@ package device
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"taskledger/client"
 	"taskledger/client/internal/e2e"
@@ -20,26 +17,7 @@ import (
 var bins e2e.Binaries
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tl-device-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = e2e.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(e2e.RunTests(m, "tl-device-test", &bins))
 }
 
 // rig is a real server, a fault proxy in front of it and an enrolled,
