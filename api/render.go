@@ -106,7 +106,7 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 		doc["presence"] = map[string]any{"app_version": p.AppVersion, "os_version": p.OSVersion,
 			"target_app_version": p.TargetAppVersion, "checks": checks, "last_seen_at": formatTime(p.ReceivedAt),
 			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg),
-			"online": !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
+			"online":    !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
 	}
 	if t := st.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID {
 		doc["open_task_id"] = t.ID
