@@ -19,6 +19,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/projections"
 )
 
 // Body limits of api.md.
@@ -67,6 +68,12 @@ func New(o Options) *Server {
 	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
+	}
+	if s.metrics != nil && s.eng != nil {
+		s.metrics.WatchNeedingOperator(func() (n int) {
+			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
+			return n
+		})
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

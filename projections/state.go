@@ -47,6 +47,9 @@ const (
 type Authorization struct {
 	AuthBody
 	Status    string `msgpack:"status"`
+	// Takeover is the authorization's takeover policy (TakeoverManual, or
+	// TakeoverReclaim / "" for reclaim).
+	Takeover string `msgpack:"takeover"`
 	CreatedAt int64  `msgpack:"created_at"`
 }
 
@@ -214,6 +217,7 @@ type State struct {
 	queue        taskQueue
 	claimExpiry  expiryHeap
 	queueCounter uint64
+	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
 }
 
 // New returns empty projections.
