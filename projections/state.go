@@ -46,10 +46,10 @@ const (
 // Authorization is a task's current authorization snapshot.
 type Authorization struct {
 	AuthBody
-	Status    string `msgpack:"status"`
+	Status string `msgpack:"status"`
 	// Takeover is the authorization's takeover policy (TakeoverManual, or
 	// TakeoverReclaim / "" for reclaim).
-	Takeover string `msgpack:"takeover"`
+	Takeover  string `msgpack:"takeover"`
 	CreatedAt int64  `msgpack:"created_at"`
 }
 
