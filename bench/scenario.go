@@ -19,10 +19,12 @@ import (
 
 // OpenNode opens a fresh node in dir with the wall clock, the default
 // configuration and fsync on: what `taskledger serve` runs.
-func OpenNode(dir string) (*app.Node, error) { return openNode(dir, false) }
+func OpenNode(dir string) (*app.Node, error) { return openNode(dir, false, false) }
 
-func openNode(dir string, manual bool) (*app.Node, error) {
-	return app.Open(app.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
+func openNode(dir string, manual, heartbeatEvents bool) (*app.Node, error) {
+	cc := commands.DefaultConfig()
+	cc.HeartbeatEvents = heartbeatEvents
+	return app.Open(app.Config{DataDir: dir, Manual: manual, Commands: cc, SnapshotEvery: 100000,
 		Logger: zerolog.Nop()})
 }
 
@@ -30,7 +32,7 @@ func openNode(dir string, manual bool) (*app.Node, error) {
 // devices and the task pool, drives them through the sequencer directly
 // and closes the node (dir keeps the ledger for verification).
 func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, error) {
-	n, err := openNode(dir, cfg.ManualClock)
+	n, err := openNode(dir, cfg.ManualClock, cfg.HeartbeatEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +43,11 @@ func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, er
 		return nil, err
 	}
 	before := drv.Head()
-	res := Run(ctx, drv, devs, cfg, fmt.Sprintf("in-process, %d devices", len(devs)))
+	name := fmt.Sprintf("in-process, %d devices", len(devs))
+	if cfg.HeartbeatEvents {
+		name += ", every heartbeat an event"
+	}
+	res := Run(ctx, drv, devs, cfg, name)
 	res.Events = drv.Head() - before
 	if err := n.Close(); err != nil {
 		return nil, err
@@ -74,7 +80,7 @@ type LocalServer struct {
 // ServeLocal opens a fresh node in dir and serves its API on an
 // ephemeral loopback port (real HTTP, the same handler as serve).
 func ServeLocal(dir string, manual bool) (*LocalServer, error) {
-	n, err := openNode(dir, manual)
+	n, err := openNode(dir, manual, false)
 	if err != nil {
 		return nil, err
 	}
