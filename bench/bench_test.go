@@ -63,13 +63,7 @@ func checkLedger(t *testing.T, dir string, res *Result, cfg Config) {
 		t.Fatalf("verify: %v", err)
 	}
 	n := func(op Op) int { return res.PerOp[op].Count }
-	// The first heartbeat of an execution sets the step (one event); the
-	// others keep it and append nothing, unless every heartbeat is an event.
-	heartbeatEvents := n(OpStart)
-	if cfg.HeartbeatEvents {
-		heartbeatEvents = n(OpHeartbeat)
-	}
-	want := uint64(cfg.Devices + cfg.Tasks + n(OpClaim) + n(OpRelease) + n(OpStart) + heartbeatEvents +
+	want := uint64(cfg.Devices + cfg.Tasks + n(OpClaim) + n(OpRelease) + n(OpStart) + n(OpHeartbeat) +
 		n(OpCancel) + n(OpCancelAck) + n(OpCreate))
 	if rep.Events != want {
 		t.Errorf("log holds %d events, the run's counts give %d", rep.Events, want)
@@ -95,24 +89,17 @@ func checkLedger(t *testing.T, dir string, res *Result, cfg Config) {
 }
 
 func TestInProcessRunCountsAndVerifies(t *testing.T) {
-	perCmd := map[bool]float64{}
-	for _, events := range []bool{false, true} {
-		cfg := Config{Devices: 4, Tasks: 8, Commands: 300, ManualClock: true, HeartbeatEvents: events}
-		dir := t.TempDir()
-		res, err := InProcessScenario(context.Background(), dir, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkCounts(t, res, cfg.Devices)
-		if res.Durable < cfg.Commands {
-			t.Errorf("durable %d < the %d commands asked for", res.Durable, cfg.Commands)
-		}
-		checkLedger(t, dir, res, cfg)
-		perCmd[events] = float64(res.Events) / float64(res.Durable)
+	cfg := Config{Devices: 4, Tasks: 8, Commands: 300, ManualClock: true}
+	dir := t.TempDir()
+	res, err := InProcessScenario(context.Background(), dir, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if perCmd[false] >= perCmd[true] {
-		t.Errorf("quiet heartbeats: %.3f events per command, every heartbeat an event: %.3f", perCmd[false], perCmd[true])
+	checkCounts(t, res, cfg.Devices)
+	if res.Durable < cfg.Commands {
+		t.Errorf("durable %d < the %d commands asked for", res.Durable, cfg.Commands)
 	}
+	checkLedger(t, dir, res, cfg)
 }
 
 func TestHTTPRunCountsAndVerifies(t *testing.T) {

@@ -33,10 +33,6 @@ type Config struct {
 	// ManualClock serves in-process nodes with the manual test clock
 	// (tests: no lease or presence can expire during the run).
 	ManualClock bool
-	// HeartbeatEvents runs in-process nodes with the old behaviour: every
-	// running heartbeat appends task.heartbeat (commands.Config), to
-	// compare with quiet heartbeats in one run.
-	HeartbeatEvents bool
 	// SetupWorkers bounds the concurrency of registration and creation
 	// (default 64).
 	SetupWorkers int

@@ -19,12 +19,10 @@ import (
 
 // OpenNode opens a fresh node in dir with the wall clock, the default
 // configuration and fsync on: what `taskledger serve` runs.
-func OpenNode(dir string) (*app.Node, error) { return openNode(dir, false, false) }
+func OpenNode(dir string) (*app.Node, error) { return openNode(dir, false) }
 
-func openNode(dir string, manual, heartbeatEvents bool) (*app.Node, error) {
-	cc := commands.DefaultConfig()
-	cc.HeartbeatEvents = heartbeatEvents
-	return app.Open(app.Config{DataDir: dir, Manual: manual, Commands: cc, SnapshotEvery: 100000,
+func openNode(dir string, manual bool) (*app.Node, error) {
+	return app.Open(app.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
 		Logger: zerolog.Nop()})
 }
 
@@ -32,7 +30,7 @@ func openNode(dir string, manual, heartbeatEvents bool) (*app.Node, error) {
 // devices and the task pool, drives them through the sequencer directly
 // and closes the node (dir keeps the ledger for verification).
 func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, error) {
-	n, err := openNode(dir, cfg.ManualClock, cfg.HeartbeatEvents)
+	n, err := openNode(dir, cfg.ManualClock)
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +41,7 @@ func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, er
 		return nil, err
 	}
 	before := drv.Head()
-	name := fmt.Sprintf("in-process, %d devices", len(devs))
-	if cfg.HeartbeatEvents {
-		name += ", every heartbeat an event"
-	}
-	res := Run(ctx, drv, devs, cfg, name)
+	res := Run(ctx, drv, devs, cfg, fmt.Sprintf("in-process, %d devices", len(devs)))
 	res.Events = drv.Head() - before
 	if err := n.Close(); err != nil {
 		return nil, err
@@ -80,7 +74,7 @@ type LocalServer struct {
 // ServeLocal opens a fresh node in dir and serves its API on an
 // ephemeral loopback port (real HTTP, the same handler as serve).
 func ServeLocal(dir string, manual bool) (*LocalServer, error) {
-	n, err := openNode(dir, manual, false)
+	n, err := openNode(dir, manual)
 	if err != nil {
 		return nil, err
 	}

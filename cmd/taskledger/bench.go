@@ -40,7 +40,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
 	byOp := fs.Bool("by-op", false, "print counts and latencies by command under each ledger scenario")
 	verify := fs.Bool("verify", false, "verify each in-process ledger after its run")
-	heartbeats := fs.String("heartbeats", "both", "in-process: quiet (an unchanged step appends no event), events (every heartbeat appends one, the old behaviour) or both, to compare in one run")
 	if pos, err := parseInterspersed(fs, args); err != nil {
 		return 2
 	} else if len(pos) > 0 {
@@ -70,9 +69,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		runHTTP = true
 	default:
 		return fail(stderr, "--mode must be inprocess, http, raw or all")
-	}
-	if *heartbeats != "both" && *heartbeats != "quiet" && *heartbeats != "events" {
-		return fail(stderr, "--heartbeats must be quiet, events or both")
 	}
 	if *url != "" && *adminToken == "" && runHTTP {
 		return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")
@@ -135,25 +131,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if runIn {
 		for _, n := range devices {
-			for _, events := range []bool{false, true} {
-				if (events && *heartbeats == "quiet") || (!events && *heartbeats == "events") {
-					continue
-				}
-				key, dir := fmt.Sprintf("in-%d", n), filepath.Join(root, fmt.Sprintf("inprocess-%d", n))
-				if events {
-					key, dir = key+"-hbevents", dir+"-hbevents"
-				}
-				c := cfg(n)
-				c.HeartbeatEvents = events
-				r, err := bench.InProcessScenario(ctx, dir, c)
-				if err != nil {
-					return fail(stderr, "in-process, %d devices: %v", n, err)
-				}
-				show(key, r)
-				if *verify {
-					if code := verifyDir(dir, stdout, stderr); code != 0 {
-						return code
-					}
+			dir := filepath.Join(root, fmt.Sprintf("inprocess-%d", n))
+			r, err := bench.InProcessScenario(ctx, dir, cfg(n))
+			if err != nil {
+				return fail(stderr, "in-process, %d devices: %v", n, err)
+			}
+			show(fmt.Sprintf("in-%d", n), r)
+			if *verify {
+				if code := verifyDir(dir, stdout, stderr); code != 0 {
+					return code
 				}
 			}
 		}
@@ -204,11 +190,6 @@ func printRatios(w io.Writer, res map[string]*bench.Result, devices []int) {
 		ratio(fmt.Sprintf("in-process %d devices / raw group commit %d writers", n, n), fmt.Sprintf("in-%d", n), fmt.Sprintf("raw-gc-%d", n), "  (target ≥ 0.50)")
 	}
 	for _, n := range devices {
-		a, b := res[fmt.Sprintf("in-%d", n)], res[fmt.Sprintf("in-%d-hbevents", n)]
-		if a != nil && b != nil && a.Durable > 0 && b.Durable > 0 {
-			fmt.Fprintf(w, "quiet heartbeats, %d devices: %.3f → %.3f events per command, %.0f → %.0f cmds/s (every heartbeat an event → quiet)\n",
-				n, float64(b.Events)/float64(b.Durable), float64(a.Events)/float64(a.Durable), b.PerSecond(), a.PerSecond())
-		}
 		ratio(fmt.Sprintf("in-process %d devices / raw 1 tx per command", n), fmt.Sprintf("in-%d", n), "raw-1tx", "")
 	}
 	for _, n := range rawWriters {
