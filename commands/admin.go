@@ -308,13 +308,13 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	if !revoked && !x.State.NeedsOperator(t, x.Now) && (!t.Started() || x.Now < t.Exec.LeaseExpiresAt) {
 		return nil, ErrLeaseNotExpired
 	}
-	exec, lease := "", int64(0)
+	exec := ""
 	if t.Started() {
-		exec, lease = t.Exec.ID, t.Exec.LeaseExpiresAt
+		exec = t.Exec.ID
 	}
 	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskRecovered, &projections.TaskRecovered{
 		TaskID: t.ID, Decision: c.Decision, Reason: c.Reason, DeviceID: t.Claim.DeviceID,
-		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1, RunningLease: lease}), nil
+		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1}), nil
 }
 
 // AdvanceClock moves the manual test clock forward.

@@ -17,10 +17,6 @@ type Config struct {
 	// ClaimSecret is the claim-token secret (32 bytes), nil when
 	// server-issued claim tokens are off.
 	ClaimSecret []byte
-	// HeartbeatEvents brings back the old behaviour: every running
-	// heartbeat appends task.heartbeat, the step unchanged or not. Only the
-	// benchmark sets it, to compare both in one run.
-	HeartbeatEvents bool
 }
 
 // DefaultConfig is the configuration of operations.md's defaults.

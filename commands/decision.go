@@ -28,9 +28,8 @@ type Draft struct {
 type Decision struct {
 	Events []Draft
 	Soft   []ledger.SoftRecord
-	// Effect changes soft state (presence, recorded 204s, quiet heartbeat
-	// leases) once the decision's events are applied; a lease only ever
-	// extends the running lease the events gave.
+	// Effect changes soft state (presence, recorded 204s) once the
+	// decision's events are applied; it must not touch event-derived state.
 	Effect func(s *projections.State)
 	// ManualClock, when set, is stored with the batch and becomes the test
 	// clock's time after the commit.

@@ -137,7 +137,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 		if (c.Op == OpComplete || c.Op == OpFail) && t.Started() && t.Exec.ID == c.ExecutionID {
 			return draft(projections.EvTaskLateReport, &projections.TaskLateReport{TaskID: t.ID, DeviceID: d.ID,
 				Generation: t.Claim.Generation, ExecutionID: c.ExecutionID, Outcome: c.Op, Result: c.Result,
-				ReasonCode: c.ReasonCode, Detail: c.Detail, RunningLease: leaseEnd}), nil
+				ReasonCode: c.ReasonCode, Detail: c.Detail}), nil
 		}
 		return nil, ErrLeaseExpired
 	}
@@ -182,27 +182,24 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 			ExecutionID: NewID(), AuthorizationID: t.Auth.ID,
 			LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Version: v}), nil
 	case OpHeartbeat:
-		if c.Step == t.Exec.Step && !x.Cfg.HeartbeatEvents {
-			return c.quietHeartbeat(x, t, scope)
-		}
 		return draft(projections.EvTaskHeartbeat, &projections.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID, Generation: g,
 			ExecutionID: ex, PreviousExpiresAt: t.Exec.LeaseExpiresAt, LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(),
 			Step: c.Step, ClientTime: c.ClientTime}), nil
 	case OpAwaitConfirmation:
 		return draft(projections.EvTaskAwaitingConfirmation, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason, RunningLease: leaseEnd}), nil
+			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason}), nil
 	case OpResume:
 		return draft(projections.EvTaskResumed, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, RunningLease: leaseEnd}), nil
+			Generation: g, ExecutionID: ex, Version: v}), nil
 	case OpComplete:
 		return draft(projections.EvTaskCompleted, &projections.TaskCompleted{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, Result: c.Result, RunningLease: leaseEnd}), nil
+			Generation: g, ExecutionID: ex, Version: v, Result: c.Result}), nil
 	case OpFail:
 		return draft(projections.EvTaskFailed, &projections.TaskFailed{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, ReasonCode: c.ReasonCode, Detail: c.Detail, RunningLease: leaseEnd}), nil
+			Generation: g, ExecutionID: ex, Version: v, ReasonCode: c.ReasonCode, Detail: c.Detail}), nil
 	case OpCancelAck:
 		return draft(projections.EvTaskCanceled, &projections.TaskCanceled{TaskID: t.ID, By: projections.ActorDeviceCancel,
-			Reason: t.CancelReason, DeviceID: d.ID, Generation: g, ExecutionID: ex, Version: v, RunningLease: leaseEnd}), nil
+			Reason: t.CancelReason, DeviceID: d.ID, Generation: g, ExecutionID: ex, Version: v}), nil
 	case OpEvidence:
 		ev := c.Evidence
 		return draft(projections.EvTaskEvidenceAttached, &projections.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,

@@ -305,16 +305,11 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 			return err
 		}
-		// previous_lease_expires_at (0: schema 1, unknown) is the lease the
-		// heartbeat was judged against. Quiet heartbeats extend the lease
-		// outside the chain, so it is at least the last one the chain
-		// recorded (equal in the live state).
-		lease, err := judgedLease(t, b.PreviousExpiresAt)
-		if err != nil {
-			return err
-		}
-		if e.At >= lease {
+		if e.At >= t.Exec.LeaseExpiresAt {
 			return violation("task %s heartbeat after its running lease expired", t.ID)
+		}
+		if b.PreviousExpiresAt != 0 && b.PreviousExpiresAt != t.Exec.LeaseExpiresAt { // 0: schema 1, unknown
+			return violation("task %s heartbeat extends lease %d, the running lease is %d", t.ID, b.PreviousExpiresAt, t.Exec.LeaseExpiresAt)
 		}
 		t.Exec.LeaseExpiresAt, t.Exec.Step, t.Exec.LastSeenAt = b.LeaseExpiresAt, b.Step, e.At
 		s.touchStream(t, e)
@@ -327,7 +322,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		return s.applyExecStep(e, b)
 
 	case *TaskCompleted:
-		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.RunningLease)
+		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
 		if err != nil {
 			return err
 		}
@@ -337,7 +332,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		return nil
 
 	case *TaskFailed:
-		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.RunningLease)
+		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
 		if err != nil {
 			return err
 		}
@@ -353,14 +348,9 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 			return err
 		}
-		lease, err := judgedLease(t, b.RunningLease)
-		if err != nil {
-			return err
-		}
-		if e.At < lease {
+		if e.At < t.Exec.LeaseExpiresAt {
 			return violation("task %s late report while its running lease is valid", t.ID)
 		}
-		t.Exec.LeaseExpiresAt = lease
 		t.LateReports = append(t.LateReports, LateReport{At: e.At, DeviceID: b.DeviceID, Generation: b.Generation,
 			ExecutionID: b.ExecutionID, Outcome: b.Outcome, Result: b.Result, ReasonCode: b.ReasonCode, Detail: b.Detail})
 		s.touchStream(t, e)
@@ -390,7 +380,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 			if !t.CancelRequested {
 				return violation("task %s cancel-ack without a cancel request", t.ID)
 			}
-			if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.RunningLease); err != nil {
+			if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version); err != nil {
 				return err
 			}
 		} else {
@@ -420,17 +410,9 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		revoked := d != nil && d.Status == DeviceStatusRevoked
 		switch {
 		case t.Started():
-			if t.Exec == nil || t.Exec.ID != b.ExecutionID {
+			if t.Exec == nil || t.Exec.ID != b.ExecutionID || (e.At < t.Exec.LeaseExpiresAt && !revoked) {
 				return violation("task %s recovered while its execution is live", t.ID)
 			}
-			lease, err := judgedLease(t, b.RunningLease)
-			if err != nil {
-				return err
-			}
-			if e.At < lease && !revoked {
-				return violation("task %s recovered while its execution is live", t.ID)
-			}
-			t.Exec.LeaseExpiresAt = lease
 		case !revoked && !recoverableClaim(t, e.At):
 			return violation("task %s recovered while CLAIMED by an active device", t.ID)
 		}
@@ -583,14 +565,9 @@ func (s *State) applyExecStep(e *ledger.Event, b *TaskExecStep) error {
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, from); err != nil {
 		return err
 	}
-	lease, err := judgedLease(t, b.RunningLease)
-	if err != nil {
-		return err
-	}
-	if e.At >= lease {
+	if e.At >= t.Exec.LeaseExpiresAt {
 		return violation("task %s acted on after its running lease expired", t.ID)
 	}
-	t.Exec.LeaseExpiresAt = lease
 	if err := checkVersion(t, b.Version); err != nil {
 		return err
 	}
@@ -602,7 +579,7 @@ func (s *State) applyExecStep(e *ledger.Event, b *TaskExecStep) error {
 
 // endExecution checks and applies the common part of complete, fail and
 // cancel-ack: the device ends its own live execution.
-func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64, judged int64) (*Task, error) {
+func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64) (*Task, error) {
 	t, err := s.task(e, taskID)
 	if err != nil {
 		return nil, err
@@ -610,14 +587,9 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	if err := holder(t, device, g, exec, StateRunning, StateWaitingConfirmation); err != nil {
 		return nil, err
 	}
-	lease, err := judgedLease(t, judged)
-	if err != nil {
-		return nil, err
-	}
-	if e.At >= lease {
+	if e.At >= t.Exec.LeaseExpiresAt {
 		return nil, violation("task %s ended after its running lease expired", t.ID)
 	}
-	t.Exec.LeaseExpiresAt = lease
 	if err := checkVersion(t, version); err != nil {
 		return nil, err
 	}

@@ -103,23 +103,20 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		}
 		return b, nil
 	case *TaskExecStep:
-		b = mp.MapLen(b, 7)
+		b = mp.MapLen(b, 6)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
 		b = mp.String(append(b, kReason...), v.Reason)
-		b = mp.Int(append(b, kRunningLeaseExpiresAt...), v.RunningLease)
 		return b, nil
 	case *TaskCompleted:
-		b = mp.MapLen(b, 7)
+		b = mp.MapLen(b, 6)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
 		b = mp.String(append(b, kResult...), v.Result)
-		b = mp.Int(append(b, kRunningLeaseExpiresAt...), v.RunningLease)
 		return b, nil
 	case *TaskFailed:
-		b = mp.MapLen(b, 8)
+		b = mp.MapLen(b, 7)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
 		b = mp.String(append(b, kReasonCode...), v.ReasonCode)
 		b = mp.String(append(b, kDetail...), v.Detail)
-		b = mp.Int(append(b, kRunningLeaseExpiresAt...), v.RunningLease)
 		return b, nil
 	case *TaskCancelRequested:
 		b = mp.MapLen(b, 2)
@@ -127,7 +124,7 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		b = mp.String(append(b, kReason...), v.Reason)
 		return b, nil
 	case *TaskCanceled:
-		b = mp.MapLen(b, 8)
+		b = mp.MapLen(b, 7)
 		b = mp.String(append(b, kTaskID...), v.TaskID)
 		b = mp.String(append(b, kBy...), v.By)
 		b = mp.String(append(b, kReason...), v.Reason)
@@ -135,7 +132,6 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		b = mp.Uint(append(b, kGeneration...), v.Generation)
 		b = mp.String(append(b, kExecutionID...), v.ExecutionID)
 		b = mp.Uint(append(b, kVersion...), v.Version)
-		b = mp.Int(append(b, kRunningLeaseExpiresAt...), v.RunningLease)
 		return b, nil
 	case *DeviceClaimRequiresManual:
 		b = mp.MapLen(b, 3)
@@ -197,5 +193,4 @@ var (
 	kReasonCode             = mp.String(nil, "reason_code")
 	kDetail                 = mp.String(nil, "detail")
 	kBy                     = mp.String(nil, "by")
-	kRunningLeaseExpiresAt  = mp.String(nil, "running_lease_expires_at")
 )

@@ -220,49 +220,45 @@ type TaskHeartbeat struct {
 // TaskExecStep is the body of task.awaiting_confirmation, task.resumed and
 // task.canceled by cancel-ack: a state change of the current execution.
 type TaskExecStep struct {
-	TaskID       string `msgpack:"task_id" json:"task_id"`
-	DeviceID     string `msgpack:"device_id" json:"device_id"`
-	Generation   uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
-	Version      uint64 `msgpack:"version" json:"version"`
-	Reason       string `msgpack:"reason" json:"reason"`
-	RunningLease int64  `msgpack:"running_lease_expires_at" json:"running_lease_expires_at,omitempty"` // the running lease the decision was judged against (schema 2)
+	TaskID      string `msgpack:"task_id" json:"task_id"`
+	DeviceID    string `msgpack:"device_id" json:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Version     uint64 `msgpack:"version" json:"version"`
+	Reason      string `msgpack:"reason" json:"reason"`
 }
 
 // TaskCompleted is the body of task.completed.
 type TaskCompleted struct {
-	TaskID       string `msgpack:"task_id" json:"task_id"`
-	DeviceID     string `msgpack:"device_id" json:"device_id"`
-	Generation   uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
-	Version      uint64 `msgpack:"version" json:"version"`
-	Result       string `msgpack:"result" json:"result"`                                               // canonical JSON object
-	RunningLease int64  `msgpack:"running_lease_expires_at" json:"running_lease_expires_at,omitempty"` // the running lease the decision was judged against (schema 2)
+	TaskID      string `msgpack:"task_id" json:"task_id"`
+	DeviceID    string `msgpack:"device_id" json:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Version     uint64 `msgpack:"version" json:"version"`
+	Result      string `msgpack:"result" json:"result"` // canonical JSON object
 }
 
 // TaskFailed is the body of task.failed.
 type TaskFailed struct {
-	TaskID       string `msgpack:"task_id" json:"task_id"`
-	DeviceID     string `msgpack:"device_id" json:"device_id"`
-	Generation   uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
-	Version      uint64 `msgpack:"version" json:"version"`
-	ReasonCode   string `msgpack:"reason_code" json:"reason_code"`
-	Detail       string `msgpack:"detail" json:"detail"`
-	RunningLease int64  `msgpack:"running_lease_expires_at" json:"running_lease_expires_at,omitempty"` // the running lease the decision was judged against (schema 2)
+	TaskID      string `msgpack:"task_id" json:"task_id"`
+	DeviceID    string `msgpack:"device_id" json:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Version     uint64 `msgpack:"version" json:"version"`
+	ReasonCode  string `msgpack:"reason_code" json:"reason_code"`
+	Detail      string `msgpack:"detail" json:"detail"`
 }
 
 // TaskLateReport is the body of task.late_report.
 type TaskLateReport struct {
-	TaskID       string `msgpack:"task_id" json:"task_id"`
-	DeviceID     string `msgpack:"device_id" json:"device_id"`
-	Generation   uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
-	Outcome      string `msgpack:"outcome" json:"outcome"` // "complete" or "fail"
-	Result       string `msgpack:"result" json:"result"`
-	ReasonCode   string `msgpack:"reason_code" json:"reason_code"`
-	Detail       string `msgpack:"detail" json:"detail"`
-	RunningLease int64  `msgpack:"running_lease_expires_at" json:"running_lease_expires_at,omitempty"` // the running lease the decision was judged against (schema 2)
+	TaskID      string `msgpack:"task_id" json:"task_id"`
+	DeviceID    string `msgpack:"device_id" json:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Outcome     string `msgpack:"outcome" json:"outcome"` // "complete" or "fail"
+	Result      string `msgpack:"result" json:"result"`
+	ReasonCode  string `msgpack:"reason_code" json:"reason_code"`
+	Detail      string `msgpack:"detail" json:"detail"`
 }
 
 // TaskCancelRequested is the body of task.cancel_requested.
@@ -274,14 +270,13 @@ type TaskCancelRequested struct {
 // TaskCanceled is the body of task.canceled. By is "operator" for an
 // immediate cancel of a PENDING/CLAIMED task and "device" for cancel-ack.
 type TaskCanceled struct {
-	TaskID       string `msgpack:"task_id" json:"task_id"`
-	By           string `msgpack:"by" json:"by"`
-	Reason       string `msgpack:"reason" json:"reason"`
-	DeviceID     string `msgpack:"device_id" json:"device_id"`
-	Generation   uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
-	Version      uint64 `msgpack:"version" json:"version"`
-	RunningLease int64  `msgpack:"running_lease_expires_at" json:"running_lease_expires_at,omitempty"` // the running lease the decision was judged against (schema 2)
+	TaskID      string `msgpack:"task_id" json:"task_id"`
+	By          string `msgpack:"by" json:"by"`
+	Reason      string `msgpack:"reason" json:"reason"`
+	DeviceID    string `msgpack:"device_id" json:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Version     uint64 `msgpack:"version" json:"version"`
 }
 
 // Recovery decisions.
@@ -292,14 +287,13 @@ const (
 
 // TaskRecovered is the body of task.recovered.
 type TaskRecovered struct {
-	TaskID       string `msgpack:"task_id" json:"task_id"`
-	Decision     string `msgpack:"decision" json:"decision"`
-	Reason       string `msgpack:"reason" json:"reason"`
-	DeviceID     string `msgpack:"device_id" json:"device_id"`
-	Generation   uint64 `msgpack:"claim_generation" json:"claim_generation"`
-	ExecutionID  string `msgpack:"execution_id" json:"execution_id"`
-	Version      uint64 `msgpack:"version" json:"version"`
-	RunningLease int64  `msgpack:"running_lease_expires_at" json:"running_lease_expires_at,omitempty"` // the running lease the decision was judged against (schema 2)
+	TaskID      string `msgpack:"task_id" json:"task_id"`
+	Decision    string `msgpack:"decision" json:"decision"`
+	Reason      string `msgpack:"reason" json:"reason"`
+	DeviceID    string `msgpack:"device_id" json:"device_id"`
+	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
+	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
+	Version     uint64 `msgpack:"version" json:"version"`
 }
 
 // TaskEvidenceAttached is the body of task.evidence_attached.

@@ -85,9 +85,6 @@ func (s *State) LoadSoft(src Source) error {
 	if err != nil {
 		return err
 	}
-	if err := s.loadSoftLeases(src); err != nil {
-		return err
-	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].At < recs[j].At })
 	for _, r := range recs {
 		s.Idem.PutSoft(r)

@@ -49,10 +49,4 @@ func registerUpcasters() {
 		codecs[typ] = c
 	}
 	added(EvTaskAuthorized, 2) // 2: takeover
-	// 2: running_lease_expires_at, the running lease each decision was
-	// judged against (0 when read from schema 1: the chain's lease).
-	for _, typ := range []string{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
-		EvTaskLateReport, EvTaskCanceled, EvTaskRecovered} {
-		added(typ, 2)
-	}
 }

@@ -95,13 +95,6 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if head.Seq != prev.Seq || !bytes.Equal(head.Hash, prev.Hash) {
 		return nil, &Violation{Seq: prev.Seq, Err: fmt.Errorf("head record names seq %d, the log ends at %d", head.Seq, prev.Seq)}
 	}
-	// Every decision was checked against the running lease its event
-	// records (Apply refuses one taken at or after it); the leases quiet
-	// heartbeats extended beside the chain are folded in last, as a start
-	// does, so the projections compared below are the live ones.
-	if err := st.LoadSoft(store); err != nil {
-		return nil, &Violation{Err: fmt.Errorf("soft records: %w", err)}
-	}
 	again, err := projections.Rebuild(store, cfg)
 	if err != nil {
 		return nil, &Violation{Err: fmt.Errorf("second replay: %w", err)}
