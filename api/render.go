@@ -47,8 +47,8 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Exec != nil {
 		doc["execution"] = map[string]any{"id": t.Exec.ID, "started_at": formatTime(t.Exec.StartedAt),
-			"lease_expires_at": formatTime(t.Exec.LeaseExpiresAt), "step": nullStr(t.Exec.Step),
-			"last_seen_at": formatTime(t.Exec.LastSeenAt)}
+			"lease_expires_at": formatTime(t.Exec.Lease()), "step": nullStr(t.Exec.Step),
+			"last_seen_at": formatTime(t.Exec.Seen())}
 	}
 	if t.Result != nil {
 		doc["result"] = json.RawMessage(*t.Result)

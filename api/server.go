@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,8 @@ type Options struct {
 	Metrics     *Metrics
 	// Extra registers more routes (metrics, console) on the root.
 	Extra func(e *echo.Echo)
+	// Commits wakes the event streams after each commit (nil: no stream).
+	Commits *Notifier
 }
 
 // Server is the HTTP interface.
@@ -61,11 +64,15 @@ type Server struct {
 	metrics  *Metrics
 	echo     *echo.Echo
 	stopping atomic.Bool
+	notify   *Notifier
+	done     chan struct{} // closed by Stopping: ends the event streams
+	stopOnce sync.Once
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics}
+	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics,
+		notify: o.Commits, done: make(chan struct{})}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
 	}
@@ -113,6 +120,7 @@ func New(o Options) *Server {
 	adm.POST("/tasks/:id/recover", s.recoverTask)
 	adm.GET("/tasks/:id/evidence/:eid", s.getEvidence)
 	adm.GET("/events", s.globalEvents)
+	adm.GET("/events/stream", s.eventStream)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)
 	} else {
@@ -134,7 +142,10 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
 // Stopping makes every later request answer 503 (graceful shutdown).
-func (s *Server) Stopping() { s.stopping.Store(true) }
+func (s *Server) Stopping() {
+	s.stopping.Store(true)
+	s.stopOnce.Do(func() { close(s.done) })
+}
 
 func (s *Server) readyz(c echo.Context) error {
 	if s.stopping.Load() || s.eng.Err() != nil {

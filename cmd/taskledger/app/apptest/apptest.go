@@ -83,7 +83,7 @@ func (n *Node) Close() {
 	var live []byte
 	var cfg projections.Config
 	n.Engine.Read(func(s *projections.State) {
-		live, _ = s.Canonical()
+		live, _ = s.CanonicalWithSoft()
 		cfg = s.Config()
 	})
 	if err := n.Node.Close(); err != nil {
@@ -109,7 +109,7 @@ func CheckLedger(t testing.TB, dir string, cfg projections.Config, live []byte) 
 		return
 	}
 	if live != nil {
-		rebuilt, _ := rep.State.Canonical()
+		rebuilt, _ := rep.State.CanonicalWithSoft()
 		if !bytes.Equal(rebuilt, live) {
 			t.Errorf("apptest: projections rebuilt from the log differ from the live ones")
 		}
