@@ -225,11 +225,11 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		if x.Cfg.ClaimSecret == nil {
 			return nil, ErrClaimTokenRequired
 		}
-		var nonce [32]byte
-		if _, err := rand.Read(nonce[:]); err != nil {
+		nonce, err := NewNonce()
+		if err != nil {
 			return nil, err
 		}
-		body.TokenOrigin, body.Nonce = projections.TokenServer, hex.EncodeToString(nonce[:])
+		body.TokenOrigin, body.Nonce = projections.TokenServer, nonce
 		body.TokenHash = HashToken(ServerToken(x.Cfg.ClaimSecret, d.ID, t.ID, t.Auth.ID, gen, body.Nonce))
 	}
 	if p != nil {
@@ -245,6 +245,16 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		dec.SecretCheck = SecretCheck(x.Cfg.ClaimSecret)
 	}
 	return dec, nil
+}
+
+// NewNonce returns the random 32-byte nonce of a server-issued claim
+// token, as 64 lowercase hex characters (crypto/rand).
+func NewNonce() (string, error) {
+	var nonce [32]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(nonce[:]), nil
 }
 
 // HashToken is the SHA-256 (hex) under which a token is stored.
