@@ -39,6 +39,7 @@ type runner struct {
 	checks    map[string]bool
 	stderr    io.Writer
 	signals   <-chan os.Signal
+	evidence  string // --evidence-file: a PNG the work command may leave
 	// stopping: no new claim; quitting: leave as soon as possible, keeping
 	// everything for recovery.
 	stopping, quitting bool
@@ -52,6 +53,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	execCmd := fs.String("exec", "", "command to run per task (split like a shell, run without one)")
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask for work while idle")
 	hb := fs.Duration("heartbeat", 0, "heartbeat interval while running (default and maximum: a third of the running lease)")
+	evidence := fs.String("evidence-file", "", "path where the work command may leave a PNG screenshot; it is uploaded as the execution's evidence")
 	var checks listFlag
 	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default agent_running=true)")
 	pos, err := parse(fs, args)
@@ -87,7 +89,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	}
 	defer dev.Close()
 	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
-		stderr: stderr, signals: e.signals}
+		stderr: stderr, signals: e.signals, evidence: *evidence}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
 	err = r.loop(context.Background())
 	if err != nil {

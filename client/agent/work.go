@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"taskledger/client"
@@ -68,7 +69,11 @@ func (r *runner) work(ctx context.Context) error {
 	if err := r.dev.MarkLaunched(); err != nil {
 		return err
 	}
-	p, err := startProcess(r.argv, a.Payload, r.stderr)
+	if err := r.clearEvidence(); err != nil {
+		return err
+	}
+	tail := &tailBuffer{max: stderrTailSize}
+	p, err := startProcess(r.argv, a.Payload, io.MultiWriter(r.stderr, tail))
 	if err != nil {
 		r.log.Error("cannot start the command", "task", a.TaskID, "err", err.Error())
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) {
@@ -83,6 +88,7 @@ func (r *runner) work(ctx context.Context) error {
 	if how == outcomeCanceled {
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.CancelAck(ctx) })
 	}
+	r.uploadEvidence(ctx, a.TaskID)
 	code := p.exitCode()
 	if code == 0 {
 		result, rerr := resultJSON(p.stdout.Bytes(), p.stdout.overflow)
@@ -97,6 +103,10 @@ func (r *runner) work(ctx context.Context) error {
 	detail := fmt.Sprintf("command exited with status %d", code)
 	if code < 0 {
 		reason, detail = "exit_signal", "command was ended by a signal"
+	}
+	if t := tail.String(); t != "" {
+		r.log.Warn("work command failed", "task", a.TaskID, "reason", reason, "stderr_tail", t)
+		detail = failureDetail(detail, t)
 	}
 	return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.Fail(ctx, reason, detail) })
 }
