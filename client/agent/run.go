@@ -40,6 +40,10 @@ type runner struct {
 	stderr    io.Writer
 	signals   <-chan os.Signal
 	evidence  string // --evidence-file: a PNG the work command may leave
+	// startDelay (--start-delay) holds each claim before start, renewed
+	// every renewInterval (--renew-every).
+	startDelay, renewInterval time.Duration
+	startAt                   *startPlan
 	// stopping: no new claim; quitting: leave as soon as possible, keeping
 	// everything for recovery.
 	stopping, quitting bool
@@ -53,6 +57,8 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	execCmd := fs.String("exec", "", "command to run per task (split like a shell, run without one)")
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask for work while idle")
 	hb := fs.Duration("heartbeat", 0, "heartbeat interval while running (default and maximum: a third of the running lease)")
+	startDelay := fs.Duration("start-delay", 0, "hold each claim this long before starting it, renewing its lease meanwhile")
+	renewEvery := fs.Duration("renew-every", 0, "with --start-delay: renew the claim lease this often (default 200s, a third of the default claim lease)")
 	evidence := fs.String("evidence-file", "", "path where the work command may leave a PNG screenshot; it is uploaded as the execution's evidence")
 	var checks listFlag
 	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default agent_running=true)")
@@ -70,6 +76,9 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	chk, err := splitChecks(checks)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if *startDelay < 0 || *renewEvery < 0 || (*renewEvery > 0 && *renewEvery < 10*time.Millisecond) {
+		return fail(stderr, fmt.Errorf("%w: --start-delay must not be negative and --renew-every must be at least 10ms", ErrUsage))
 	}
 	if *poll < 10*time.Millisecond {
 		return fail(stderr, fmt.Errorf("%w: --poll must be at least 10ms", ErrUsage))
@@ -89,7 +98,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	}
 	defer dev.Close()
 	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
-		stderr: stderr, signals: e.signals, evidence: *evidence}
+		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
 	err = r.loop(context.Background())
 	if err != nil {
