@@ -38,7 +38,7 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Auth != nil {
 		doc["authorization"] = map[string]any{"id": t.Auth.ID, "status": authStatus(t, now),
-			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision}
+			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision, "takeover": takeoverName(t.Auth.Takeover)}
 	}
 	if t.Claim != nil {
 		doc["claim"] = map[string]any{"generation": t.Claim.Generation, "device_id": t.Claim.DeviceID,
@@ -105,7 +105,8 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 		}
 		doc["presence"] = map[string]any{"app_version": p.AppVersion, "os_version": p.OSVersion,
 			"target_app_version": p.TargetAppVersion, "checks": checks, "last_seen_at": formatTime(p.ReceivedAt),
-			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg)}
+			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg),
+			"online":    !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
 	}
 	if t := st.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID {
 		doc["open_task_id"] = t.ID

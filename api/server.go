@@ -89,7 +89,9 @@ func New(o Options) *Server {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
-	e.GET("/console/", console)
+	e.GET("/console/*", console)
+	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/console/") })
+	e.GET("/favicon.ico", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/favicon.svg") })
 
 	v1 := e.Group("/api/v1")
 	dev := v1.Group("/device", s.authenticate(true))
@@ -113,6 +115,7 @@ func New(o Options) *Server {
 	adm.GET("/tasks/:id", s.getTask)
 	adm.GET("/tasks/:id/events", s.taskEvents)
 	adm.PUT("/tasks/:id/reference-image", s.putReferenceImage)
+	adm.GET("/tasks/:id/reference-image", s.getReferenceImage)
 	adm.POST("/tasks/:id/amend", s.amend)
 	adm.POST("/tasks/:id/authorize", s.authorize)
 	adm.POST("/tasks/:id/authorization/revoke", s.revokeAuthorization)

@@ -98,3 +98,12 @@ func (m *Metrics) WatchNeedingOperator(count func() int) {
 		Help: "CLAIMED tasks under the manual takeover policy whose claim lease expired or whose device was revoked."},
 		func() float64 { return float64(count()) }))
 }
+
+// takeoverName is an authorization's takeover policy as shown: "reclaim"
+// for authorizations recorded before the policy existed.
+func takeoverName(p string) string {
+	if p == projections.TakeoverManual {
+		return p
+	}
+	return projections.TakeoverReclaim
+}

@@ -94,6 +94,9 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	if !tkNeeds(t, n, a) {
 		t.Fatalf("an expired manual claim does not need an operator: %v", n.Task(a))
 	}
+	if au := n.Task(a)["authorization"].(map[string]any); au["takeover"] != "manual" {
+		t.Fatalf("authorization document %v", au)
+	}
 	if got := tkListed(t, n, "needs_operator=true"); len(got) != 1 || got[0] != a {
 		t.Fatalf("needs_operator=true lists %v, want [%s]", got, a)
 	}

@@ -41,8 +41,22 @@ func (s *State) follows(e *ledger.Event) error {
 
 // applyDecoded folds e, whose body is already decoded, and moves the head.
 func (s *State) applyDecoded(e *ledger.Event, body any) error {
+	var t *Task
+	before := ""
+	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
+	if isTask {
+		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
+			before = t.State
+		}
+	}
 	if err := s.apply(e, body); err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	if isTask && t == nil { // task.created
+		t = s.Tasks[e.Stream[len(taskPrefix):]]
+	}
+	if t != nil && t.State != before {
+		s.counts.move(before, t.State)
 	}
 	s.Head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
 	if s.cfg.IdempotencyRetentionMs > 0 {

@@ -343,3 +343,4 @@ func TestContentRestoredClaimQueue(t *testing.T) {
 		}
 	}
 }
+

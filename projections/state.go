@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -263,6 +264,51 @@ type State struct {
 	claimExpiry  expiryHeap
 	queueCounter uint64
 	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
+	counts       stateCounts
+}
+
+const taskPrefix = "task/"
+
+// stateCounts counts tasks per state (derived, kept at apply and rebuilt
+// on restore), so the console's counts read no task.
+type stateCounts [7]int
+
+func stateIndex(st string) int {
+	switch st {
+	case StatePending:
+		return 0
+	case StateClaimed:
+		return 1
+	case StateRunning:
+		return 2
+	case StateWaitingConfirmation:
+		return 3
+	case StateSucceeded:
+		return 4
+	case StateFailed:
+		return 5
+	case StateCanceled:
+		return 6
+	}
+	return -1
+}
+
+func (c *stateCounts) move(from, to string) {
+	if i := stateIndex(from); i >= 0 {
+		c[i]--
+	}
+	if i := stateIndex(to); i >= 0 {
+		c[i]++
+	}
+}
+
+// StateCounts returns how many tasks are in each state.
+func (s *State) StateCounts() map[string]int {
+	out := make(map[string]int, len(s.counts))
+	for _, st := range AllStates() {
+		out[st] = s.counts[stateIndex(st)]
+	}
+	return out
 }
 
 // New returns empty projections.
@@ -352,4 +398,17 @@ func (s *State) SoftLeases() []SoftLease {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
 	return out
+}
+
+// CheckStateCounts reports whether the per-state counts equal a count of
+// the tasks (test nodes check it at cleanup, live and restored).
+func (s *State) CheckStateCounts() error {
+	var want stateCounts
+	for _, t := range s.Tasks {
+		want.move("", t.State)
+	}
+	if want != s.counts {
+		return fmt.Errorf("projections: state counts %v, the tasks give %v", s.counts, want)
+	}
+	return nil
 }

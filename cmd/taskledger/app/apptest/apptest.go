@@ -85,6 +85,16 @@ func (n *Node) Close() {
 	n.Engine.Read(func(s *projections.State) {
 		live, _ = s.CanonicalWithSoft()
 		cfg = s.Config()
+		if err := s.CheckStateCounts(); err != nil {
+			n.T.Errorf("apptest: live %v", err)
+		}
+		if raw, err := s.Canonical(); err == nil {
+			if r, err := projections.Restore(raw, cfg); err != nil {
+				n.T.Errorf("apptest: restore: %v", err)
+			} else if err := r.CheckStateCounts(); err != nil {
+				n.T.Errorf("apptest: restored %v", err)
+			}
+		}
 	})
 	if err := n.Node.Close(); err != nil {
 		n.T.Errorf("apptest: close: %v", err)
