@@ -78,9 +78,12 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	a := tkTask(t, n, "manual")
-	id, tok, _ := ctClaim(t, d)
+	id, tok, cr := ctClaim(t, d)
 	if id != a {
 		t.Fatalf("claimed %s, want %s", id, a)
+	}
+	if c := cr.JSON()["claim"].(map[string]any); c["takeover"] != "manual" {
+		t.Fatalf("claim answer %s", cr.Body)
 	}
 
 	n.Advance(10*time.Minute - time.Second)

@@ -100,3 +100,31 @@ func TestStartDelayClaimExpiresWhileWaiting(t *testing.T) {
 		t.Fatalf("agent exit %d:\n%s", code, a.Stderr())
 	}
 }
+
+// Under an authorization with takeover "manual", a claim whose lease
+// expires while the agent waits before start needs a person: the agent
+// records it (agent status lists it with lease_expired), runs nothing and
+// exits 3; the server shows the task as needing an operator.
+func TestStartDelayManualTakeoverNeedsPerson(t *testing.T) {
+	w := newWorld(t)
+	m := w.srv.MustDo(t, http.MethodPost, "/admin/tasks", map[string]any{"payload": map[string]any{"mode": "ok", "n": 1, "runs": w.runs}})
+	task := m["id"].(string)
+	w.srv.MustDo(t, http.MethodPost, "/admin/tasks/"+task+"/authorize",
+		map[string]any{"expected_revision": 1, "ttl_seconds": 3600, "takeover": "manual"})
+	a := w.runDelayed(t, "--start-delay", "1h", "--renew-every", "300ms")
+	a.WaitLine(t, 0, "waiting before start", "task="+task)
+	w.srv.Advance(t, 600)
+	if code := a.Wait(t); code != ExitNeedsPerson {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitNeedsPerson, a.Stderr())
+	}
+	if w.runCount(t) != 0 {
+		t.Fatal("the work command ran")
+	}
+	np, _ := w.status(t)["needs_person"].([]any)
+	if len(np) != 1 || np[0].(map[string]any)["task_id"] != task || np[0].(map[string]any)["code"] != "lease_expired" {
+		t.Fatalf("status needs_person %v", np)
+	}
+	if d := w.srv.Task(t, task); d["needs_operator"] != true || d["state"] != "CLAIMED" {
+		t.Fatalf("server task %v", d)
+	}
+}
