@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os/exec"
+	"strings"
 	"time"
 
 	"taskledger/client"
 	"taskledger/client/device"
+	"taskledger/client/localstate"
 )
 
 // waitBeforeStart holds a fresh claim for --start-delay before starting
@@ -14,18 +18,23 @@ import (
 // is persisted before it is sent (client/device) and replayed with the
 // same key after a lost answer, as the claim is. It returns false when the
 // claim is gone (lost, or the agent is leaving) and must not be started.
-func (r *runner) waitBeforeStart(ctx context.Context, taskID string) (bool, error) {
-	if r.startDelay <= 0 {
+func (r *runner) waitBeforeStart(ctx context.Context, a *localstate.Active) (bool, error) {
+	taskID := a.TaskID
+	if r.startDelay <= 0 && r.startWhen == nil {
 		return true, nil
 	}
 	if r.startAt == nil || r.startAt.task != taskID {
-		r.startAt = &startPlan{task: taskID, at: r.clock.Now().Add(r.startDelay), renewed: r.clock.Now()}
-		r.log.Info("waiting before start", "task", taskID, "delay", r.startDelay.String())
+		now := r.clock.Now()
+		r.startAt = &startPlan{task: taskID, at: now.Add(r.startDelay), renewed: now}
+		r.log.Info("waiting before start", "task", taskID, "delay", r.startDelay.String(), "start_when", strings.Join(r.startWhen, " "))
 	}
 	for {
 		now := r.clock.Now()
 		if !now.Before(r.startAt.at) {
-			return true, nil
+			if r.startWhen == nil || r.precondition(a) {
+				return true, nil
+			}
+			r.startAt.at = now.Add(r.poll) // check again after --poll
 		}
 		next := r.startAt.renewed.Add(r.renewEvery())
 		if next.After(r.startAt.at) {
@@ -55,6 +64,21 @@ func (r *runner) waitBeforeStart(ctx context.Context, taskID string) (bool, erro
 			return false, r.retryable(err)
 		}
 	}
+}
+
+// precondition runs the --start-when command (no shell, its own process
+// group, the payload on stdin): exit 0 means the task may start.
+func (r *runner) precondition(a *localstate.Active) bool {
+	cmd := exec.Command(r.startWhen[0], r.startWhen[1:]...)
+	cmd.Stdin = bytes.NewReader(a.Payload)
+	cmd.Stderr = r.stderr
+	setProcessGroup(cmd)
+	err := cmd.Run()
+	if err != nil {
+		r.log.Info("start precondition not met", "task", a.TaskID, "err", err.Error())
+		return false
+	}
+	return true
 }
 
 // startPlan is the pending start of one claim.

@@ -128,3 +128,37 @@ func TestStartDelayManualTakeoverNeedsPerson(t *testing.T) {
 		t.Fatalf("server task %v", d)
 	}
 }
+
+// --start-when: the claim is held (and renewed) until the precondition
+// command exits 0; only then does the work start.
+func TestStartWhenPrecondition(t *testing.T) {
+	w := newWorld(t)
+	gate := w.dir + "/gate"
+	task := w.task(t, "ok", 1, 0)
+	a := w.runDelayed(t, "--start-when", "test -f "+strconv.Quote(gate), "--renew-every", "100ms")
+	a.WaitLine(t, 0, "start precondition not met", "task="+task)
+	a.WaitLine(t, 0, "claim renewed", "task="+task)
+	if w.runCount(t) != 0 || w.srv.Task(t, task)["state"] != "CLAIMED" {
+		t.Fatal("the task started before its precondition held")
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitLine(t, 0, "task finished", "task="+task, "outcome=SUCCEEDED")
+	a.Signal(syscall.SIGTERM)
+	if code := a.Wait(t); code != 0 {
+		t.Fatalf("agent exit %d:\n%s", code, a.Stderr())
+	}
+	if w.runCount(t) != 1 {
+		t.Fatalf("runs %d", w.runCount(t))
+	}
+	// A precondition that cannot be split like a shell would is refused.
+	code, _, errs := e2e.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true", "--start-when", `"unterminated`)
+	if code == 0 || !strings.Contains(errs, "--start-when") {
+		t.Fatalf("bad --start-when: %d %q", code, errs)
+	}
+	code, _, errs = e2e.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true", "--renew-every", "1ms")
+	if code != ExitUsage || !strings.Contains(errs, "--renew-every") {
+		t.Fatalf("bad --renew-every: %d %q", code, errs)
+	}
+}

@@ -50,7 +50,7 @@ func (r *runner) work(ctx context.Context) error {
 		return r.dev.MarkNeedsPerson("", "the task was running when the agent stopped; it is not run again automatically")
 	}
 	if a.State == client.StateClaimed {
-		if ok, err := r.waitBeforeStart(ctx, a.TaskID); !ok || err != nil {
+		if ok, err := r.waitBeforeStart(ctx, a); !ok || err != nil {
 			return err
 		}
 		r.log.Info("starting", "task", a.TaskID, "generation", a.Generation)
