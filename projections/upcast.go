@@ -49,4 +49,10 @@ func registerUpcasters() {
 		codecs[typ] = c
 	}
 	added(EvTaskAuthorized, 2) // 2: takeover
+	// 2: lease_expires_at, the running lease the decision was judged
+	// against (quiet heartbeats, decision D100); 0 in schema 1.
+	for _, typ := range []string{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
+		EvTaskLateReport, EvTaskCanceled, EvTaskRecovered, EvTaskEvidenceAttached} {
+		added(typ, 2)
+	}
 }
