@@ -4,17 +4,17 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // The console page is served at /console/ without data in it; its API
 // calls carry the operator's admin token like any other client.
 func TestConsoleServesPageWithoutData(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := n.CreateTask(map[string]any{"secret_marker": "x"})
 	r := n.Do("GET", "/console/", "", nil, nil)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
 		t.Fatalf("content type %q", ct)
 	}

@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // i3Claimed is a claim made for a renew test.
 type i3Claimed struct {
-	d     *apptest.Device
+	d     *nodetest.Device
 	id    string
 	tok   string
 	lease int64
 }
 
-func i3ClaimOne(t *testing.T, n *apptest.Node, ttl time.Duration) *i3Claimed {
+func i3ClaimOne(t *testing.T, n *nodetest.Node, ttl time.Duration) *i3Claimed {
 	t.Helper()
 	d := i3ReadyDevice(t, n)
 	i3CreateTask(t, n, map[string]any{"n": 1}, ttl)
@@ -31,25 +31,25 @@ func i3ClaimOne(t *testing.T, n *apptest.Node, ttl time.Duration) *i3Claimed {
 }
 
 func TestIssue3RenewCompareAndSet(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Minute)
 	now := n.Engine.Now()
 
 	r := i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, "")
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	m := r.JSON()
 	renewed := i3Ms(t, m["lease_expires_at"])
 	if renewed != now+(10*time.Minute).Milliseconds() {
 		t.Fatalf("renewed to %s, want now + claim lease %s", i3Fmt(renewed), i3Fmt(now+(10*time.Minute).Milliseconds()))
 	}
-	if m["state"] != "CLAIMED" || apptest.Num(m, "version") != 2 || apptest.Num(m, "claim_generation") != 1 {
+	if m["state"] != "CLAIMED" || nodetest.Num(m, "version") != 2 || nodetest.Num(m, "claim_generation") != 1 {
 		t.Fatalf("renew changed state, version or generation: %s", r.Body)
 	}
 	detail := n.Task(c.id)
 	claim := i3Obj(detail, "claim")
-	if i3Ms(t, claim["lease_expires_at"]) != renewed || apptest.Num(claim, "generation") != 1 ||
-		apptest.Num(detail, "version") != 2 || claim["token_origin"] != "client" {
+	if i3Ms(t, claim["lease_expires_at"]) != renewed || nodetest.Num(claim, "generation") != 1 ||
+		nodetest.Num(detail, "version") != 2 || claim["token_origin"] != "client" {
 		t.Fatalf("detail after renew: %v", detail)
 	}
 	evs := i3Events(t, n, c.id)
@@ -62,48 +62,48 @@ func TestIssue3RenewCompareAndSet(t *testing.T) {
 	// Refusals append nothing, in api.md's order.
 	other := i3ReadyDevice(t, n)
 	head := n.Head()
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 409, "lease_expectation_mismatch")
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, apptest.NewKey(), renewed, ""), 409, "session_mismatch")
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, apptest.NewKey(), c.lease, ""), 409, "session_mismatch")
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 2, c.d.Session, renewed, ""), 409, "claim_generation_mismatch")
-	apptest.Must(t, i3Renew(c.d, c.id, apptest.NewClaimToken(), 1, c.d.Session, renewed, ""), 403, "claim_token_mismatch")
-	apptest.Must(t, i3Renew(other, c.id, c.tok, 1, c.d.Session, renewed, ""), 404, "claim_not_found")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 409, "lease_expectation_mismatch")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, nodetest.NewKey(), renewed, ""), 409, "session_mismatch")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, nodetest.NewKey(), c.lease, ""), 409, "session_mismatch")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 2, c.d.Session, renewed, ""), 409, "claim_generation_mismatch")
+	nodetest.Must(t, i3Renew(c.d, c.id, nodetest.NewClaimToken(), 1, c.d.Session, renewed, ""), 403, "claim_token_mismatch")
+	nodetest.Must(t, i3Renew(other, c.id, c.tok, 1, c.d.Session, renewed, ""), 404, "claim_not_found")
 	if n.Head() != head {
 		t.Fatal("refused renewals appended events")
 	}
 
 	// The token did not change: it still starts the task.
-	apptest.Must(t, i3Start(c.d, c.id, c.tok, 1, 2), 200)
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, renewed, ""), 409, "invalid_state")
+	nodetest.Must(t, i3Start(c.d, c.id, c.tok, 1, 2), 200)
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, renewed, ""), 409, "invalid_state")
 }
 
 func TestIssue3RenewCappedAtAuthorizationExpiry(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, 15*time.Minute)
 	authExp := i3Ms(t, i3Obj(n.Task(c.id), "authorization")["expires_at"])
 	n.Advance(400 * time.Second)
 	r := i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, "")
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	if got := i3Ms(t, r.JSON()["lease_expires_at"]); got != authExp {
 		t.Fatalf("renewed to %s, want the authorization's expiry %s", i3Fmt(got), i3Fmt(authExp))
 	}
 	// At the cap, a renew succeeds without extending.
 	n.Advance(100 * time.Second)
 	r = i3Renew(c.d, c.id, c.tok, 1, c.d.Session, authExp, "")
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	if got := i3Ms(t, r.JSON()["lease_expires_at"]); got != authExp {
 		t.Fatalf("renewed past the authorization: %s", i3Fmt(got))
 	}
 }
 
 func TestIssue3RenewAtExpiryIsExpiredAndNeverRevived(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Duration(c.lease-n.Engine.Now()) * time.Millisecond) // now == lease_expires_at
 	head := n.Head()
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 409, "lease_expired")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 409, "lease_expired")
 	n.Advance(time.Second)
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 409, "lease_expired")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 409, "lease_expired")
 	if n.Head() != head {
 		t.Fatal("a renew of an expired lease appended an event")
 	}
@@ -113,24 +113,24 @@ func TestIssue3RenewAtExpiryIsExpiredAndNeverRevived(t *testing.T) {
 	// The expired claim goes to the next device.
 	other := i3ReadyDevice(t, n)
 	got, _, m := i3Claim(t, other)
-	if got != c.id || apptest.Num(m, "claim_generation") != 2 {
+	if got != c.id || nodetest.Num(m, "claim_generation") != 2 {
 		t.Fatalf("re-claim: %s generation %v", got, m["claim_generation"])
 	}
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 404, "claim_not_found")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 404, "claim_not_found")
 }
 
 func TestIssue3RenewReplay(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Minute)
-	k1 := apptest.NewKey()
+	k1 := nodetest.NewKey()
 	first := i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, k1)
-	apptest.Must(t, first, 200)
+	nodetest.Must(t, first, 200)
 	l1 := i3Ms(t, first.JSON()["lease_expires_at"])
 	head := n.Head()
 
 	again := i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, k1)
-	apptest.Must(t, again, 200)
+	nodetest.Must(t, again, 200)
 	if again.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.Body, first.Body) {
 		t.Fatalf("replay: %v %s, want the recorded %s", again.Header, again.Body, first.Body)
 	}
@@ -141,29 +141,29 @@ func TestIssue3RenewReplay(t *testing.T) {
 	// A second renewal moves the lease; the first key still answers what
 	// it recorded (no second compare-and-set).
 	n.Advance(time.Minute)
-	k2 := apptest.NewKey()
+	k2 := nodetest.NewKey()
 	r2 := i3Renew(c.d, c.id, c.tok, 1, c.d.Session, l1, k2)
-	apptest.Must(t, r2, 200)
+	nodetest.Must(t, r2, 200)
 	l2 := i3Ms(t, r2.JSON()["lease_expires_at"])
 	again = i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, k1)
-	apptest.Must(t, again, 200)
+	nodetest.Must(t, again, 200)
 	if got := i3Ms(t, again.JSON()["lease_expires_at"]); got != l1 || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay of the first renewal: %s, want its recorded %s", again.Body, i3Fmt(l1))
 	}
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, l2, k1), 409, "idempotency_conflict")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, l2, k1), 409, "idempotency_conflict")
 
 	// Once the lease expired, replays are refused.
 	n.Advance(time.Duration(l2-n.Engine.Now()) * time.Millisecond)
 	head = n.Head()
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, l1, k2), 409, "claim_replay_expired")
-	apptest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, k1), 409, "claim_replay_expired")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, l1, k2), 409, "claim_replay_expired")
+	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, k1), 409, "claim_replay_expired")
 	if n.Head() != head {
 		t.Fatal("an expired replay appended an event")
 	}
 }
 
 func TestIssue3RenewRace16(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Minute)
 	want := n.Engine.Now() + (10 * time.Minute).Milliseconds()
@@ -178,7 +178,7 @@ func TestIssue3RenewRace16(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range racers {
-		keys[i] = apptest.NewKey()
+		keys[i] = nodetest.NewKey()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

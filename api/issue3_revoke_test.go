@@ -16,18 +16,18 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/node/nodetest"
 )
 
 // i3Revoke revokes a device.
-func i3Revoke(n *apptest.Node, id string) *apptest.Resp {
+func i3Revoke(n *nodetest.Node, id string) *nodetest.Resp {
 	n.T.Helper()
 	return i3Admin(n, "POST", "/devices/"+id+"/revoke", map[string]any{"reason": "lost phone"})
 }
 
 // i3NoDeviceSecret fails if a device document shows a token or its hash.
-func i3NoDeviceSecret(t *testing.T, what string, body []byte, d *apptest.Device) {
+func i3NoDeviceSecret(t *testing.T, what string, body []byte, d *nodetest.Device) {
 	t.Helper()
 	if bytes.Contains(body, []byte(d.Token)) || bytes.Contains(body, []byte(commands.HashToken(d.Token))) ||
 		bytes.Contains(body, []byte(`"token"`)) {
@@ -36,14 +36,14 @@ func i3NoDeviceSecret(t *testing.T, what string, body []byte, d *apptest.Device)
 }
 
 func TestIssue3RevokeDevice(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	d2 := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
 	_, tok, _ := i3Claim(t, d)
 
 	list := i3Admin(n, "GET", "/devices", nil)
-	apptest.Must(t, list, 200)
+	nodetest.Must(t, list, 200)
 	i3NoDeviceSecret(t, "GET /admin/devices", list.Body, d)
 	var docs struct {
 		Devices []map[string]any `json:"devices"`
@@ -52,10 +52,10 @@ func TestIssue3RevokeDevice(t *testing.T) {
 		t.Fatalf("device list: %s", list.Body)
 	}
 
-	key := apptest.NewKey()
+	key := nodetest.NewKey()
 	r := n.Do("POST", "/api/v1/admin/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost phone"},
 		map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	doc := r.JSON()
 	if doc["device_id"] != d.ID || doc["status"] != "REVOKED" || doc["open_task_id"] != id {
 		t.Fatalf("revoke answer: %s", r.Body)
@@ -63,17 +63,17 @@ func TestIssue3RevokeDevice(t *testing.T) {
 	i3NoDeviceSecret(t, "the revoke answer", r.Body, d)
 	again := n.Do("POST", "/api/v1/admin/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost phone"},
 		map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, again, 200)
+	nodetest.Must(t, again, 200)
 	if again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("revoke replay not marked replayed")
 	}
-	apptest.Must(t, i3Revoke(n, d.ID), 409, "invalid_state")
-	apptest.Must(t, i3Revoke(n, apptest.NewKey()), 404, "device_not_found")
+	nodetest.Must(t, i3Revoke(n, d.ID), 409, "invalid_state")
+	nodetest.Must(t, i3Revoke(n, nodetest.NewKey()), 404, "device_not_found")
 
 	// The revoked token is unknown at authentication, on every route.
-	for name, r := range map[string]*apptest.Resp{
+	for name, r := range map[string]*nodetest.Resp{
 		"heartbeat":  d.Ready(),
-		"claim-next": d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()),
+		"claim-next": d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()),
 		"start":      i3Start(d, id, tok, 1, 2),
 		"admin":      n.Do("GET", "/api/v1/admin/devices", d.Token, nil, nil),
 	} {
@@ -83,12 +83,12 @@ func TestIssue3RevokeDevice(t *testing.T) {
 	}
 
 	det := i3Admin(n, "GET", "/devices/"+d.ID, nil)
-	apptest.Must(t, det, 200)
+	nodetest.Must(t, det, 200)
 	i3NoDeviceSecret(t, "GET /admin/devices/{id}", det.Body, d)
 	if det.JSON()["status"] != "REVOKED" || det.JSON()["owner_id"] != d.OwnerID {
 		t.Fatalf("device detail: %s", det.Body)
 	}
-	apptest.Must(t, i3Admin(n, "GET", "/devices/"+apptest.NewKey(), nil), 404, "device_not_found")
+	nodetest.Must(t, i3Admin(n, "GET", "/devices/"+nodetest.NewKey(), nil), 404, "device_not_found")
 	if st := i3Admin(n, "GET", "/devices/"+d2.ID, nil).JSON()["status"]; st != "ACTIVE" {
 		t.Fatalf("the other device is %v", st)
 	}
@@ -99,52 +99,52 @@ func TestIssue3RevokeDevice(t *testing.T) {
 		t.Fatalf("after revocation the task is %v held by %v", task["state"], i3Obj(task, "claim")["device_id"])
 	}
 	r, _ = d2.Claim()
-	apptest.Must(t, r, 204)
+	nodetest.Must(t, r, 204)
 
 	// Only an operator recovers it; requeued, it needs a new authorization.
 	r = i3Admin(n, "POST", "/tasks/"+id+"/recover", map[string]any{"decision": "requeue", "reason": "device revoked", "expected_version": 2})
-	apptest.Must(t, r, 200)
-	if r.JSON()["state"] != "PENDING" || apptest.Num(r.JSON(), "version") != 3 || r.JSON()["claim"] != nil {
+	nodetest.Must(t, r, 200)
+	if r.JSON()["state"] != "PENDING" || nodetest.Num(r.JSON(), "version") != 3 || r.JSON()["claim"] != nil {
 		t.Fatalf("recover: %s", r.Body)
 	}
 	if det := i3Admin(n, "GET", "/devices/"+d.ID, nil).JSON(); det["open_task_id"] != nil {
 		t.Fatalf("the revoked device still shows an open task: %v", det)
 	}
 	r, _ = d2.Claim()
-	apptest.Must(t, r, 204)
-	apptest.Must(t, i3Authorize(n, id, 1, time.Hour), 200)
+	nodetest.Must(t, r, 204)
+	nodetest.Must(t, i3Authorize(n, id, 1, time.Hour), 200)
 	got, _, m := i3Claim(t, d2)
-	if got != id || apptest.Num(m, "claim_generation") != 2 {
+	if got != id || nodetest.Num(m, "claim_generation") != 2 {
 		t.Fatalf("claimed %s generation %v", got, m["claim_generation"])
 	}
 }
 
 func TestIssue3RevokedDevicesExpiredClaimGoesToAnotherDevice(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
 	i3Claim(t, d)
-	apptest.Must(t, i3Revoke(n, d.ID), 200)
+	nodetest.Must(t, i3Revoke(n, d.ID), 200)
 	n.Advance(10 * time.Minute)
 	d2 := i3ReadyDevice(t, n)
 	got, _, m := i3Claim(t, d2)
-	if got != id || apptest.Num(m, "claim_generation") != 2 {
+	if got != id || nodetest.Num(m, "claim_generation") != 2 {
 		t.Fatalf("claimed %s generation %v, want the revoked device's expired claim", got, m["claim_generation"])
 	}
 }
 
 func TestIssue3RecoverRunningTaskOfRevokedDevice(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
 	_, tok, _ := i3Claim(t, d)
-	apptest.Must(t, i3Start(d, id, tok, 1, 2), 200)
+	nodetest.Must(t, i3Start(d, id, tok, 1, 2), 200)
 	recover := map[string]any{"decision": "fail", "reason": "phone stolen", "expected_version": 3}
-	apptest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/recover", recover), 409, "lease_not_expired")
-	apptest.Must(t, i3Revoke(n, d.ID), 200)
+	nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/recover", recover), 409, "lease_not_expired")
+	nodetest.Must(t, i3Revoke(n, d.ID), 200)
 	// Revoked: the operator may recover at once, the running lease still valid.
 	r := i3Admin(n, "POST", "/tasks/"+id+"/recover", recover)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	if r.JSON()["state"] != "FAILED" || i3Obj(r.JSON(), "recovery")["decision"] != "fail" {
 		t.Fatalf("recover: %s", r.Body)
 	}
@@ -155,26 +155,26 @@ func TestIssue3RecoverRunningTaskOfRevokedDevice(t *testing.T) {
 // refused at authentication, so this drives the sequencer directly with
 // the principal the api authenticated before the revocation.
 func TestIssue3DeviceRevokedAtSequencing(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
-	key := apptest.NewKey()
-	tok := apptest.NewClaimToken()
-	apptest.Must(t, d.ClaimWith(key, tok), 200)
-	startKey := apptest.NewKey()
-	apptest.Must(t, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, startKey), 200)
-	apptest.Must(t, i3Revoke(n, d.ID), 200)
+	key := nodetest.NewKey()
+	tok := nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(key, tok), 200)
+	startKey := nodetest.NewKey()
+	nodetest.Must(t, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, startKey), 200)
+	nodetest.Must(t, i3Revoke(n, d.ID), 200)
 
 	p := commands.Principal{DeviceID: d.ID, OwnerID: d.OwnerID}
 	head := n.Head()
 	for name, cmd := range map[string]commands.Command{
-		"claim-next (new key)": &commands.ClaimNext{Device: p, Key: apptest.NewKey(), Fingerprint: []byte("x"), SessionID: d.Session,
-			TokenHash: commands.HashToken(apptest.NewClaimToken())},
+		"claim-next (new key)": &commands.ClaimNext{Device: p, Key: nodetest.NewKey(), Fingerprint: []byte("x"), SessionID: d.Session,
+			TokenHash: commands.HashToken(nodetest.NewClaimToken())},
 		"claim-next (replay)": &commands.ClaimNext{Device: p, Key: key, Fingerprint: []byte("x"), SessionID: d.Session,
 			TokenHash: commands.HashToken(tok)},
 		"start (replay)": &commands.TaskCall{Op: commands.OpStart, Device: p, TaskID: id, Key: startKey, Fingerprint: []byte("x"),
 			TokenHash: commands.HashToken(tok), Generation: 1, Version: 2},
-		"heartbeat": &commands.TaskCall{Op: commands.OpHeartbeat, Device: p, TaskID: id, Key: apptest.NewKey(), Fingerprint: []byte("x"),
+		"heartbeat": &commands.TaskCall{Op: commands.OpHeartbeat, Device: p, TaskID: id, Key: nodetest.NewKey(), Fingerprint: []byte("x"),
 			TokenHash: commands.HashToken(tok), Generation: 1, Step: "s"},
 	} {
 		if _, err := n.Engine.Do(context.Background(), cmd); !errors.Is(err, commands.ErrDeviceRevoked) {
@@ -194,7 +194,7 @@ type i3LogEvent struct {
 }
 
 func TestIssue3RevocationRacesClaim100Rounds(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	outcomes := map[string]int{}
 	for round := range 100 {
 		d := i3ReadyDevice(t, n)
@@ -209,7 +209,7 @@ func TestIssue3RevocationRacesClaim100Rounds(t *testing.T) {
 			defer wg.Done()
 			<-start
 			claim = i3Post(n, "/api/v1/device/tasks/claim-next", d.Token, map[string]any{"device_id": d.ID, "session_id": d.Session},
-				map[string]string{"X-Claim-Token": apptest.NewClaimToken()})
+				map[string]string{"X-Claim-Token": nodetest.NewClaimToken()})
 		}()
 		go func() {
 			defer wg.Done()
@@ -227,7 +227,7 @@ func TestIssue3RevocationRacesClaim100Rounds(t *testing.T) {
 		outcome := fmt.Sprint(claim.status)
 		switch {
 		case claim.status == 200:
-			if got := apptest.Str(i3Obj(claim.json(), "task"), "id"); got != id {
+			if got := nodetest.Str(i3Obj(claim.json(), "task"), "id"); got != id {
 				t.Fatalf("round %d: claimed %s, want %s", round, got, id)
 			}
 		case claim.status == 401:
@@ -241,7 +241,7 @@ func TestIssue3RevocationRacesClaim100Rounds(t *testing.T) {
 		// The global log: the revocation once, and the claim (if any)
 		// before it.
 		r := i3Admin(n, "GET", fmt.Sprintf("/events?after=%d&limit=1000", after), nil)
-		apptest.Must(t, r, 200)
+		nodetest.Must(t, r, 200)
 		var log struct {
 			Events []i3LogEvent `json:"events"`
 		}
@@ -291,7 +291,7 @@ func TestIssue3RevocationRacesClaim100Rounds(t *testing.T) {
 			t.Fatalf("round %d: unclaimed task is %v with %d claims", round, task["state"], claimedInHistory)
 		}
 		// Clear the round's task so the next round's device claims its own.
-		apptest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/cancel", map[string]any{"reason": "round over"}), 200)
+		nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/cancel", map[string]any{"reason": "round over"}), 200)
 	}
 	t.Logf("claim outcomes over 100 rounds: %v", outcomes)
 }

@@ -16,17 +16,17 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"taskledger/cmd/taskledger/app"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/node"
+	"taskledger/node/nodetest"
 )
 
 var i3HexToken = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // i3ServerToken reads claim.token of a claim answer.
-func i3ServerToken(t *testing.T, r *apptest.Resp) string {
+func i3ServerToken(t *testing.T, r *nodetest.Resp) string {
 	t.Helper()
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	tok, _ := i3Obj(r.JSON(), "claim")["token"].(string)
 	if !i3HexToken.MatchString(tok) {
 		t.Fatalf("claim.token %q is not 64 lowercase hex: %s", tok, r.Body)
@@ -44,10 +44,10 @@ func i3NoSecretIn(t *testing.T, what string, body []byte, tok string) {
 
 func TestIssue3ServerIssuedTokenReplaysAcrossRestart(t *testing.T) {
 	secret := i3Secret(t)
-	n := apptest.Start(t, i3WithSecret(secret))
+	n := nodetest.Start(t, i3WithSecret(secret))
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
-	key := apptest.NewKey()
+	key := nodetest.NewKey()
 	tok := i3ServerToken(t, d.ClaimWith(key, ""))
 
 	detail := i3Admin(n, "GET", "/tasks/"+id, nil)
@@ -74,44 +74,44 @@ func TestIssue3ServerIssuedTokenReplaysAcrossRestart(t *testing.T) {
 		t.Fatal("a replay appended an event")
 	}
 	// The reproduced token is the claim's token.
-	apptest.Must(t, i3Start(d, id, apptest.NewClaimToken(), 1, 2), 403, "claim_token_mismatch")
-	apptest.Must(t, i3Start(d, id, tok, 1, 2), 200)
+	nodetest.Must(t, i3Start(d, id, nodetest.NewClaimToken(), 1, 2), 403, "claim_token_mismatch")
+	nodetest.Must(t, i3Start(d, id, tok, 1, 2), 200)
 }
 
 func TestIssue3ClaimTokenRequiredWithoutSecret(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	head := n.Head()
-	apptest.Must(t, d.ClaimWith(apptest.NewKey(), ""), 400, "claim_token_required") // even with no task
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), 400, "claim_token_required") // even with no task
 	if n.Head() != head {
 		t.Fatal("a refused claim appended an event")
 	}
 	id := n.CreateTask(nil)
 	head = n.Head()
-	key := apptest.NewKey()
-	apptest.Must(t, d.ClaimWith(key, ""), 400, "claim_token_required")
+	key := nodetest.NewKey()
+	nodetest.Must(t, d.ClaimWith(key, ""), 400, "claim_token_required")
 	if n.Head() != head || n.Task(id)["state"] != "PENDING" {
 		t.Fatal("a refused claim changed something")
 	}
 	// Not recorded: the key works once the request carries a token.
-	apptest.Must(t, d.ClaimWith(key, apptest.NewClaimToken()), 200)
+	nodetest.Must(t, d.ClaimWith(key, nodetest.NewClaimToken()), 200)
 }
 
 func TestIssue3ResumeServerIssuedClaim(t *testing.T) {
-	n := apptest.Start(t, i3WithSecret(i3Secret(t)))
+	n := nodetest.Start(t, i3WithSecret(i3Secret(t)))
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
-	first := d.ClaimWith(apptest.NewKey(), "")
+	first := d.ClaimWith(nodetest.NewKey(), "")
 	tok := i3ServerToken(t, first)
 
 	// Same session, no X-Claim-Token: the same claim and token back.
-	r := d.ClaimWith(apptest.NewKey(), "")
+	r := d.ClaimWith(nodetest.NewKey(), "")
 	if got := i3ServerToken(t, r); got != tok {
 		t.Fatal("resume returned another token")
 	}
 	m := r.JSON()
-	if apptest.Num(m, "claim_generation") != 1 || apptest.Num(m, "version") != 2 ||
-		m["lease_expires_at"] != first.JSON()["lease_expires_at"] || apptest.Str(i3Obj(m, "task"), "id") != id {
+	if nodetest.Num(m, "claim_generation") != 1 || nodetest.Num(m, "version") != 2 ||
+		m["lease_expires_at"] != first.JSON()["lease_expires_at"] || nodetest.Str(i3Obj(m, "task"), "id") != id {
 		t.Fatalf("resume: %s", r.Body)
 	}
 	evs := i3Events(t, n, id)
@@ -121,31 +121,31 @@ func TestIssue3ResumeServerIssuedClaim(t *testing.T) {
 
 	head := n.Head()
 	// With a client-issued token: not this claim's token.
-	apptest.Must(t, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), 403, "claim_token_mismatch")
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), 403, "claim_token_mismatch")
 	// Resuming a server-issued claim carries no token; presenting the
 	// server-issued token itself is another token (docs/decisions.md D8).
-	apptest.Must(t, d.ClaimWith(apptest.NewKey(), tok), 403, "claim_token_mismatch")
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), tok), 403, "claim_token_mismatch")
 	if n.Head() != head {
 		t.Fatal("refused resumes appended events")
 	}
 	// Another session: claim_requires_manual (recorded).
-	d.Session = apptest.NewKey()
-	apptest.Must(t, d.ClaimWith(apptest.NewKey(), ""), 409, "claim_requires_manual")
+	d.Session = nodetest.NewKey()
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), 409, "claim_requires_manual")
 	if n.Head() != head+1 {
 		t.Fatal("claim_requires_manual was not recorded")
 	}
 }
 
 func TestIssue3ResumeClientIssuedClaimOnSecretServer(t *testing.T) {
-	n := apptest.Start(t, i3WithSecret(i3Secret(t)))
+	n := nodetest.Start(t, i3WithSecret(i3Secret(t)))
 	d := i3ReadyDevice(t, n)
 	n.CreateTask(nil)
 	_, tok, _ := i3Claim(t, d)
 	// A client-issued claim resumes only with its own token; without one
 	// the server does not issue a token for it.
-	apptest.Must(t, d.ClaimWith(apptest.NewKey(), ""), 403, "claim_token_mismatch")
-	r := d.ClaimWith(apptest.NewKey(), tok)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), 403, "claim_token_mismatch")
+	r := d.ClaimWith(nodetest.NewKey(), tok)
+	nodetest.Must(t, r, 200)
 	if _, has := i3Obj(r.JSON(), "claim")["token"]; has || strings.Contains(string(r.Body), tok) {
 		t.Fatalf("a client-issued claim's answer carries a token: %s", r.Body)
 	}
@@ -162,27 +162,27 @@ func TestIssue3SecretEqualToADeviceTokenIsRefused(t *testing.T) {
 		"decoded bytes": commands.HashToken(string(secret)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			n := apptest.Start(t)
+			n := nodetest.Start(t)
 			_, err := n.Engine.Do(context.Background(), &commands.RegisterDevice{
-				AdminReq: commands.AdminReq{Operator: "initial", Key: apptest.NewKey(), Fingerprint: []byte("register")},
-				OwnerID:  apptest.NewKey(), Name: "reused", TokenHash: h})
+				AdminReq: commands.AdminReq{Operator: "initial", Key: nodetest.NewKey(), Fingerprint: []byte("register")},
+				OwnerID:  nodetest.NewKey(), Name: "reused", TokenHash: h})
 			if err != nil {
 				t.Fatal(err)
 			}
 			n.Close()
-			open := func(secret []byte) (*app.Node, error) {
+			open := func(secret []byte) (*node.Node, error) {
 				cfg := commands.DefaultConfig()
 				cfg.ClaimSecret = secret
-				return app.Open(app.Config{DataDir: n.Dir, Manual: true, Commands: cfg, SnapshotEvery: 100000, Logger: zerolog.Nop()})
+				return node.Open(node.Config{DataDir: n.Dir, Manual: true, Commands: cfg, SnapshotEvery: 100000, Logger: zerolog.Nop()})
 			}
-			if _, err := open(secret); !errors.Is(err, app.ErrSecretReused) {
-				t.Fatalf("open with a secret equal to a device token: %v, want %v", err, app.ErrSecretReused)
+			if _, err := open(secret); !errors.Is(err, node.ErrSecretReused) {
+				t.Fatalf("open with a secret equal to a device token: %v, want %v", err, node.ErrSecretReused)
 			}
-			node, err := open(i3Secret(t))
+			nd, err := open(i3Secret(t))
 			if err != nil {
 				t.Fatalf("open with another secret: %v", err)
 			}
-			if err := node.Close(); err != nil {
+			if err := nd.Close(); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/node/nodetest"
 )
 
 // The task detail shows result, failure, confirmation wait, evidence and
@@ -13,13 +13,13 @@ import (
 // nor does any other operator read.
 func TestIssue4TaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	secret := bytes.Repeat([]byte{0x5a}, 32)
-	n := apptest.Start(t, apptest.WithConfig(func(c *commands.Config) { c.ClaimSecret = secret }))
+	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = secret }))
 	reads := func(l *i4Life) {
 		t.Helper()
 		for _, p := range []string{"/api/v1/admin/tasks/" + l.id, "/api/v1/admin/tasks", "/api/v1/admin/tasks/" + l.id + "/events",
 			"/api/v1/admin/events?limit=1000", "/api/v1/admin/devices", "/api/v1/admin/devices/" + l.d.ID} {
 			r := n.Do("GET", p, n.AdminToken, nil, nil)
-			apptest.Must(t, r, 200)
+			nodetest.Must(t, r, 200)
 			i4NoSecret(t, r.Body, l)
 			i4NoPath(t, n, r.Body)
 		}
@@ -27,10 +27,10 @@ func TestIssue4TaskDetailShowsOutcomesNoSecret(t *testing.T) {
 
 	// Task 1: server-issued token; evidence; confirmation wait; complete.
 	a := i4NewLife(t, n)
-	r := a.d.ClaimWith(apptest.NewKey(), "")
-	apptest.Must(t, r, 200)
-	a.tok = apptest.Str(r.JSON()["claim"].(map[string]any), "token")
-	a.gen, a.ver = apptest.Num(r.JSON(), "claim_generation"), apptest.Num(r.JSON(), "version")
+	r := a.d.ClaimWith(nodetest.NewKey(), "")
+	nodetest.Must(t, r, 200)
+	a.tok = nodetest.Str(r.JSON()["claim"].(map[string]any), "token")
+	a.gen, a.ver = nodetest.Num(r.JSON(), "claim_generation"), nodetest.Num(r.JSON(), "version")
 	if len(a.tok) != 64 {
 		t.Fatalf("server-issued token %q", a.tok)
 	}
@@ -40,17 +40,17 @@ func TestIssue4TaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	a.must(t, "await-confirmation")
 	d := n.Task(a.id)
 	list, _ := d["evidence"].([]any)
-	if apptest.Str(d, "state") != "WAITING_CONFIRMATION" || len(list) != 1 ||
-		apptest.Str(list[0].(map[string]any), "evidence_id") != apptest.Str(ev, "evidence_id") {
+	if nodetest.Str(d, "state") != "WAITING_CONFIRMATION" || len(list) != 1 ||
+		nodetest.Str(list[0].(map[string]any), "evidence_id") != nodetest.Str(ev, "evidence_id") {
 		t.Fatalf("waiting detail %v", d)
 	}
-	if c, _ := d["claim"].(map[string]any); apptest.Str(c, "token_origin") == "" || c["token"] != nil {
+	if c, _ := d["claim"].(map[string]any); nodetest.Str(c, "token_origin") == "" || c["token"] != nil {
 		t.Fatalf("claim in detail %v", c)
 	}
 	reads(a)
 	a.must(t, "complete")
 	d = n.Task(a.id)
-	if res, _ := d["result"].(map[string]any); apptest.Str(d, "state") != "SUCCEEDED" || res["ok"] != true || d["failure"] != nil {
+	if res, _ := d["result"].(map[string]any); nodetest.Str(d, "state") != "SUCCEEDED" || res["ok"] != true || d["failure"] != nil {
 		t.Fatalf("succeeded detail %v", d)
 	}
 	reads(a)
@@ -61,7 +61,7 @@ func TestIssue4TaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	b.must(t, "start")
 	b.must(t, "fail")
 	d = n.Task(b.id)
-	if f, _ := d["failure"].(map[string]any); apptest.Str(d, "state") != "FAILED" || apptest.Str(f, "reason_code") != "target_crashed" ||
+	if f, _ := d["failure"].(map[string]any); nodetest.Str(d, "state") != "FAILED" || nodetest.Str(f, "reason_code") != "target_crashed" ||
 		d["result"] != nil || d["recovery"] != nil {
 		t.Fatalf("failed detail %v", d)
 	}
@@ -72,11 +72,11 @@ func TestIssue4TaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	c.claim(t)
 	c.must(t, "start")
 	n.Advance(n.Engine.Config().RunningLease)
-	apptest.Must(t, c.call(t, "fail", ""), 409, "lease_expired")
-	apptest.Must(t, c.admin(t, "recover", map[string]any{"decision": "fail", "reason": "gone", "expected_version": c.ver}), 200)
+	nodetest.Must(t, c.call(t, "fail", ""), 409, "lease_expired")
+	nodetest.Must(t, c.admin(t, "recover", map[string]any{"decision": "fail", "reason": "gone", "expected_version": c.ver}), 200)
 	d = n.Task(c.id)
 	rec, _ := d["recovery"].(map[string]any)
-	if apptest.Str(rec, "decision") != "fail" || apptest.Str(rec, "reason") != "gone" || len(d["late_reports"].([]any)) != 1 {
+	if nodetest.Str(rec, "decision") != "fail" || nodetest.Str(rec, "reason") != "gone" || len(d["late_reports"].([]any)) != 1 {
 		t.Fatalf("recovered detail %v", d)
 	}
 	reads(c)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // i4PadPNG inserts a private ancillary chunk after IHDR so that a real PNG
@@ -32,13 +32,13 @@ func i4PadPNG(t testing.TB, p []byte, size int) []byte {
 }
 
 // i4Uploaded checks a 201 evidence answer against data.
-func i4Uploaded(t *testing.T, r *apptest.Resp, data []byte) map[string]any {
+func i4Uploaded(t *testing.T, r *nodetest.Resp, data []byte) map[string]any {
 	t.Helper()
-	apptest.Must(t, r, 201)
+	nodetest.Must(t, r, 201)
 	m := r.JSON()
-	if apptest.Str(m, "sha256") != i4SHA(data) || apptest.Num(m, "size") != uint64(len(data)) ||
-		apptest.Str(m, "kind") != "screenshot" || apptest.Str(m, "captured_at") != "2026-03-01T10:00:00.123Z" ||
-		apptest.Str(m, "evidence_id") == "" {
+	if nodetest.Str(m, "sha256") != i4SHA(data) || nodetest.Num(m, "size") != uint64(len(data)) ||
+		nodetest.Str(m, "kind") != "screenshot" || nodetest.Str(m, "captured_at") != "2026-03-01T10:00:00.123Z" ||
+		nodetest.Str(m, "evidence_id") == "" {
 		t.Fatalf("evidence answer %s", r.Body)
 	}
 	return m
@@ -52,7 +52,7 @@ func TestIssue4EvidenceUpload(t *testing.T) {
 	// Header and body validation comes first and appends nothing.
 	refuse := func(status int, code string, body []byte, hdr map[string]string) {
 		t.Helper()
-		i4Refuse(t, l, status, code, func() *apptest.Resp { return l.evidence(t, "", body, hdr) })
+		i4Refuse(t, l, status, code, func() *nodetest.Resp { return l.evidence(t, "", body, hdr) })
 	}
 	refuse(400, "invalid_png", i4TinyJPEG(t, 3), nil)
 	refuse(400, "invalid_png", data[:20], nil)
@@ -93,17 +93,17 @@ func TestIssue4EvidenceUpload(t *testing.T) {
 	}
 
 	// State checks, in api.md's order.
-	refuse(403, "claim_token_mismatch", data, map[string]string{"X-Claim-Token": apptest.NewClaimToken()})
+	refuse(403, "claim_token_mismatch", data, map[string]string{"X-Claim-Token": nodetest.NewClaimToken()})
 	refuse(409, "claim_generation_mismatch", data, map[string]string{"X-Claim-Generation": "2"})
-	refuse(409, "execution_mismatch", data, map[string]string{"X-Execution-Id": apptest.NewKey()})
+	refuse(409, "execution_mismatch", data, map[string]string{"X-Execution-Id": nodetest.NewKey()})
 	other := *l
-	other.id = apptest.NewKey()
-	i4Refuse(t, l, 404, "claim_not_found", func() *apptest.Resp { return other.evidence(t, "", data, nil) })
+	other.id = nodetest.NewKey()
+	i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return other.evidence(t, "", data, nil) })
 
 	// Exactly 8 MiB is accepted; a small one too.
 	big := i4PadPNG(t, data, 8<<20)
 	i4Uploaded(t, l.evidence(t, "", big, nil), big)
-	key := apptest.NewKey()
+	key := nodetest.NewKey()
 	first := l.evidence(t, key, data, nil)
 	ev := i4Uploaded(t, first, data)
 	i4NoPath(t, n, first.Body)
@@ -117,35 +117,35 @@ func TestIssue4EvidenceUpload(t *testing.T) {
 	}
 
 	// The operator reads it back.
-	get := n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/evidence/"+apptest.Str(ev, "evidence_id"), n.AdminToken, nil, nil)
-	apptest.Must(t, get, 200)
+	get := n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/evidence/"+nodetest.Str(ev, "evidence_id"), n.AdminToken, nil, nil)
+	nodetest.Must(t, get, 200)
 	if !bytes.Equal(get.Body, data) || get.Header.Get("Content-Type") != "image/png" {
 		t.Fatalf("evidence read: %d bytes, %v", len(get.Body), get.Header)
 	}
-	apptest.Must(t, n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/evidence/"+apptest.NewKey(), n.AdminToken, nil, nil), 404, "evidence_not_found")
-	apptest.Must(t, n.Do("GET", "/api/v1/device/tasks/"+l.id+"/evidence/"+apptest.Str(ev, "evidence_id"), l.d.Token, nil, nil), 404)
+	nodetest.Must(t, n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/evidence/"+nodetest.NewKey(), n.AdminToken, nil, nil), 404, "evidence_not_found")
+	nodetest.Must(t, n.Do("GET", "/api/v1/device/tasks/"+l.id+"/evidence/"+nodetest.Str(ev, "evidence_id"), l.d.Token, nil, nil), 404)
 
 	// The execution ends; the upload key still replays the same 201.
 	l.must(t, "complete")
 	head = n.Head()
 	again := l.evidence(t, key, data, nil)
-	apptest.Must(t, again, 201)
+	nodetest.Must(t, again, 201)
 	if !bytes.Equal(again.Body, first.Body) || again.Header.Get("Idempotent-Replayed") != "true" || n.Head() != head {
 		t.Fatalf("replay after completion: %s %v", again.Body, again.Header)
 	}
 	// Same key, other bytes or other headers → conflict; a new key → not held.
-	i4Refuse(t, l, 409, "idempotency_conflict", func() *apptest.Resp { return l.evidence(t, key, big, nil) })
-	i4Refuse(t, l, 409, "idempotency_conflict", func() *apptest.Resp {
+	i4Refuse(t, l, 409, "idempotency_conflict", func() *nodetest.Resp { return l.evidence(t, key, big, nil) })
+	i4Refuse(t, l, 409, "idempotency_conflict", func() *nodetest.Resp {
 		return l.evidence(t, key, data, map[string]string{"X-Captured-At": "2026-03-01T10:00:01.000Z"})
 	})
-	i4Refuse(t, l, 404, "claim_not_found", func() *apptest.Resp { return l.evidence(t, "", data, nil) })
+	i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return l.evidence(t, "", data, nil) })
 
 	// The task detail lists both, and carries no token, hash or path.
 	d := n.Do("GET", "/api/v1/admin/tasks/"+l.id, n.AdminToken, nil, nil)
-	apptest.Must(t, d, 200)
+	nodetest.Must(t, d, 200)
 	list := d.JSON()["evidence"].([]any)
-	if len(list) != 2 || apptest.Str(list[1].(map[string]any), "evidence_id") != apptest.Str(ev, "evidence_id") ||
-		apptest.Str(list[1].(map[string]any), "sha256") != i4SHA(data) {
+	if len(list) != 2 || nodetest.Str(list[1].(map[string]any), "evidence_id") != nodetest.Str(ev, "evidence_id") ||
+		nodetest.Str(list[1].(map[string]any), "sha256") != i4SHA(data) {
 		t.Fatalf("evidence list %v", list)
 	}
 	i4NoSecret(t, d.Body, l)
@@ -153,13 +153,13 @@ func TestIssue4EvidenceUpload(t *testing.T) {
 }
 
 func TestIssue4EvidenceOwnership(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	cfg := n.Engine.Config()
 	data := i4TinyPNG(t)
 	a := i4NewLife(t, n)
 	a.claim(t)
 	// CLAIMED, not started: no execution to attach to.
-	i4Refuse(t, a, 409, "invalid_state", func() *apptest.Resp { return a.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 409, "invalid_state", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
 	a.must(t, "start")
 
 	// Another device, running its own task, cannot upload to a's execution,
@@ -169,41 +169,41 @@ func TestIssue4EvidenceOwnership(t *testing.T) {
 	b.must(t, "start")
 	cross := *b
 	cross.id = a.id
-	i4Refuse(t, a, 404, "claim_not_found", func() *apptest.Resp { return cross.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 404, "claim_not_found", func() *nodetest.Resp { return cross.evidence(t, "", data, nil) })
 	cross.tok, cross.gen, cross.exec = a.tok, a.gen, a.exec
-	i4Refuse(t, a, 404, "claim_not_found", func() *apptest.Resp { return cross.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 404, "claim_not_found", func() *nodetest.Resp { return cross.evidence(t, "", data, nil) })
 	// b's execution on a's task.
-	i4Refuse(t, a, 409, "execution_mismatch", func() *apptest.Resp {
+	i4Refuse(t, a, 409, "execution_mismatch", func() *nodetest.Resp {
 		return a.evidence(t, "", data, map[string]string{"X-Execution-Id": b.exec})
 	})
 
 	// The running lease expires: the device must stop.
 	n.Advance(cfg.RunningLease)
-	i4Refuse(t, a, 409, "lease_expired", func() *apptest.Resp { return a.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
 
 	// Stale execution: recovered, re-authorized, claimed and started again
 	// by the same device. The old execution, token and generation are refused.
-	apptest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "silent", "expected_version": a.ver}), 200)
-	i4Refuse(t, a, 404, "claim_not_found", func() *apptest.Resp { return a.evidence(t, "", data, nil) })
-	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 1, "ttl_seconds": 3600}), 200)
-	apptest.Must(t, a.d.Ready(), 200)
+	nodetest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "silent", "expected_version": a.ver}), 200)
+	i4Refuse(t, a, 404, "claim_not_found", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
+	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 1, "ttl_seconds": 3600}), 200)
+	nodetest.Must(t, a.d.Ready(), 200)
 	old := *a
 	a.claim(t)
 	a.must(t, "start")
 	if a.exec == old.exec || a.gen != old.gen+1 {
 		t.Fatalf("new claim %d/%s after %d/%s", a.gen, a.exec, old.gen, old.exec)
 	}
-	i4Refuse(t, a, 403, "claim_token_mismatch", func() *apptest.Resp { return old.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 403, "claim_token_mismatch", func() *nodetest.Resp { return old.evidence(t, "", data, nil) })
 	withOldGen := *a
 	withOldGen.gen = old.gen
-	i4Refuse(t, a, 409, "claim_generation_mismatch", func() *apptest.Resp { return withOldGen.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 409, "claim_generation_mismatch", func() *nodetest.Resp { return withOldGen.evidence(t, "", data, nil) })
 	withOldExec := *a
 	withOldExec.exec = old.exec
-	i4Refuse(t, a, 409, "execution_mismatch", func() *apptest.Resp { return withOldExec.evidence(t, "", data, nil) })
+	i4Refuse(t, a, 409, "execution_mismatch", func() *nodetest.Resp { return withOldExec.evidence(t, "", data, nil) })
 	i4Uploaded(t, a.evidence(t, "", data, nil), data)
 
 	// A revoked device is refused at authentication.
-	apptest.Must(t, n.Do("POST", "/api/v1/admin/devices/"+b.d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), 200)
+	nodetest.Must(t, n.Do("POST", "/api/v1/admin/devices/"+b.d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), 200)
 	head := n.Head()
 	r := b.evidence(t, "", data, nil)
 	if r.Status != 401 || n.Head() != head {
@@ -214,46 +214,46 @@ func TestIssue4EvidenceOwnership(t *testing.T) {
 // Recorded outcomes and blobs survive a restart: the evidence key replays
 // the same 201, the late report the same 409, and both blobs are served.
 func TestIssue4ReplaysSurviveRestart(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	img, shot := i4TinyJPEG(t, 5), i4TinyPNG(t)
 	a := i4NewLife(t, n)
-	apptest.Must(t, i4PutImage(n, a.id, img, ""), 200)
-	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	nodetest.Must(t, i4PutImage(n, a.id, img, ""), 200)
+	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
 	a.claim(t)
 	a.must(t, "start")
-	evKey, lateKey := apptest.NewKey(), apptest.NewKey()
+	evKey, lateKey := nodetest.NewKey(), nodetest.NewKey()
 	first := a.evidence(t, evKey, shot, nil)
 	ev := i4Uploaded(t, first, shot)
 	n.Advance(n.Engine.Config().RunningLease)
 	late := a.call(t, "complete", lateKey)
-	apptest.Must(t, late, 409, "lease_expired")
+	nodetest.Must(t, late, 409, "lease_expired")
 
 	m := n.Restart()
 	a.n, a.d.N = m, m
 	head := m.Head()
 	again := a.evidence(t, evKey, shot, nil)
-	apptest.Must(t, again, 201)
+	nodetest.Must(t, again, 201)
 	if !bytes.Equal(again.Body, first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("evidence replay after restart: %s", again.Body)
 	}
 	lateAgain := a.call(t, "complete", lateKey)
-	apptest.Must(t, lateAgain, 409, "lease_expired")
+	nodetest.Must(t, lateAgain, 409, "lease_expired")
 	if m.Head() != head || len(m.Task(a.id)["late_reports"].([]any)) != 1 {
 		t.Fatal("replays after restart appended")
 	}
-	get := m.Do("GET", "/api/v1/admin/tasks/"+a.id+"/evidence/"+apptest.Str(ev, "evidence_id"), m.AdminToken, nil, nil)
-	apptest.Must(t, get, 200)
+	get := m.Do("GET", "/api/v1/admin/tasks/"+a.id+"/evidence/"+nodetest.Str(ev, "evidence_id"), m.AdminToken, nil, nil)
+	nodetest.Must(t, get, 200)
 	if !bytes.Equal(get.Body, shot) {
 		t.Fatal("evidence differs after restart")
 	}
 	// Recovered, re-authorized and re-claimed, the reference image is served
 	// from the blob written before the restart.
-	apptest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "r", "expected_version": a.ver}), 200)
-	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
-	apptest.Must(t, a.d.Ready(), 200)
+	nodetest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "r", "expected_version": a.ver}), 200)
+	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	nodetest.Must(t, a.d.Ready(), 200)
 	a.claim(t)
 	r := a.image(t, nil)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	if !bytes.Equal(r.Body, img) {
 		t.Fatal("reference image differs after restart")
 	}

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // i4Life is a task driven to a state by one device, with everything that
 // device knows about it.
 type i4Life struct {
-	n    *apptest.Node
-	d    *apptest.Device
+	n    *nodetest.Node
+	d    *nodetest.Device
 	id   string
 	tok  string // claim token ("" before a claim: a random one is used)
 	gen  uint64
@@ -32,29 +32,29 @@ type i4Life struct {
 }
 
 // i4NewLife creates an authorized task and a ready device (nothing claimed).
-func i4NewLife(t *testing.T, n *apptest.Node) *i4Life {
+func i4NewLife(t *testing.T, n *nodetest.Node) *i4Life {
 	t.Helper()
 	d := n.RegisterDevice()
-	apptest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.Ready(), 200)
 	id := n.CreateTask(map[string]any{"n": 1})
-	return &i4Life{n: n, d: d, id: id, tok: apptest.NewClaimToken(), gen: 1, exec: apptest.NewKey(), ver: 1, rev: 1}
+	return &i4Life{n: n, d: d, id: id, tok: nodetest.NewClaimToken(), gen: 1, exec: nodetest.NewKey(), ver: 1, rev: 1}
 }
 
 func (l *i4Life) claim(t *testing.T) {
 	t.Helper()
 	r, tok := l.d.Claim()
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	m := r.JSON()
-	if got := apptest.Str(m["task"].(map[string]any), "id"); got != l.id {
+	if got := nodetest.Str(m["task"].(map[string]any), "id"); got != l.id {
 		t.Fatalf("claimed %s, want %s", got, l.id)
 	}
-	l.tok, l.gen, l.ver = tok, apptest.Num(m, "claim_generation"), apptest.Num(m, "version")
-	l.claimLease = apptest.Str(m["claim"].(map[string]any), "lease_expires_at")
+	l.tok, l.gen, l.ver = tok, nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version")
+	l.claimLease = nodetest.Str(m["claim"].(map[string]any), "lease_expires_at")
 }
 
 // call sends a task-scoped call with the life's generation, execution and
 // version filled in as the op needs them.
-func (l *i4Life) call(t *testing.T, op string, key string) *apptest.Resp {
+func (l *i4Life) call(t *testing.T, op string, key string) *nodetest.Resp {
 	t.Helper()
 	if op == "evidence" {
 		return l.evidence(t, key, i4TinyPNG(t), nil)
@@ -99,10 +99,10 @@ func (l *i4Life) body(op string) map[string]any {
 func (l *i4Life) must(t *testing.T, op string) map[string]any {
 	t.Helper()
 	r := l.call(t, op, "")
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	m := r.JSON()
-	l.ver = apptest.Num(m, "version")
-	if ex := apptest.Str(m, "execution_id"); ex != "" {
+	l.ver = nodetest.Num(m, "version")
+	if ex := nodetest.Str(m, "execution_id"); ex != "" {
 		l.exec = ex
 	}
 	return m
@@ -111,7 +111,7 @@ func (l *i4Life) must(t *testing.T, op string) map[string]any {
 // evidenceHeaders are the headers of an evidence upload for this life.
 func (l *i4Life) evidenceHeaders(key string) map[string]string {
 	if key == "" {
-		key = apptest.NewKey()
+		key = nodetest.NewKey()
 	}
 	return map[string]string{"Idempotency-Key": key, "X-Claim-Token": l.tok,
 		"X-Claim-Generation": strconv.FormatUint(l.gen, 10), "X-Execution-Id": l.exec,
@@ -119,7 +119,7 @@ func (l *i4Life) evidenceHeaders(key string) map[string]string {
 }
 
 // evidence uploads data; extra headers override (a "" value removes one).
-func (l *i4Life) evidence(t *testing.T, key string, data []byte, extra map[string]string) *apptest.Resp {
+func (l *i4Life) evidence(t *testing.T, key string, data []byte, extra map[string]string) *nodetest.Resp {
 	t.Helper()
 	h := l.evidenceHeaders(key)
 	for k, v := range extra {
@@ -130,7 +130,7 @@ func (l *i4Life) evidence(t *testing.T, key string, data []byte, extra map[strin
 
 // image sends GET /device/tasks/{id}/reference-image with the life's token
 // and generation, overridden by extra.
-func (l *i4Life) image(t *testing.T, extra map[string]string) *apptest.Resp {
+func (l *i4Life) image(t *testing.T, extra map[string]string) *nodetest.Resp {
 	t.Helper()
 	h := map[string]string{"X-Claim-Token": l.tok, "X-Claim-Generation": strconv.FormatUint(l.gen, 10)}
 	for k, v := range extra {
@@ -140,13 +140,13 @@ func (l *i4Life) image(t *testing.T, extra map[string]string) *apptest.Resp {
 }
 
 // admin sends an operator call on the task.
-func (l *i4Life) admin(t *testing.T, op string, body any) *apptest.Resp {
+func (l *i4Life) admin(t *testing.T, op string, body any) *nodetest.Resp {
 	t.Helper()
 	return l.n.Do("POST", "/api/v1/admin/tasks/"+l.id+"/"+op, l.n.AdminToken, body, nil)
 }
 
 // i4PutImage sends PUT /admin/tasks/{id}/reference-image.
-func i4PutImage(n *apptest.Node, id string, data []byte, key string) *apptest.Resp {
+func i4PutImage(n *nodetest.Node, id string, data []byte, key string) *nodetest.Resp {
 	h := map[string]string{"Content-Type": "image/jpeg"}
 	if key != "" {
 		h["Idempotency-Key"] = key
@@ -176,7 +176,7 @@ var i4DrivenStates = []string{i4StPending, i4StClaimed, i4StClaimedStale, i4StRu
 // i4DriveTo starts a fresh node and drives a new task to state.
 func i4DriveTo(t *testing.T, state string) *i4Life {
 	t.Helper()
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	l := i4NewLife(t, n)
 	cfg := n.Engine.Config()
 	switch state {
@@ -195,20 +195,20 @@ func i4DriveTo(t *testing.T, state string) *i4Life {
 	switch state {
 	case i4StRunning:
 	case i4StRunningCancel:
-		apptest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
+		nodetest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
 	case i4StRunningStale:
 		n.Advance(cfg.RunningLease)
 	case i4StWaiting:
 		l.must(t, "await-confirmation")
 	case i4StWaitingCancel:
 		l.must(t, "await-confirmation")
-		apptest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
+		nodetest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
 	case i4StSucceeded:
 		l.must(t, "complete")
 	case i4StFailed:
 		l.must(t, "fail")
 	case i4StCanceled:
-		apptest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
+		nodetest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
 		l.must(t, "cancel-ack")
 	default:
 		t.Fatalf("unknown state %s", state)

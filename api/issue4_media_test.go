@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // i4PadJPEG inserts COM segments after the SOI marker of a JPEG so that it
@@ -40,7 +40,7 @@ func i4SHA(b []byte) string {
 }
 
 // i4NoPath fails if a response body names the data directory or a blob path.
-func i4NoPath(t testing.TB, n *apptest.Node, body []byte) {
+func i4NoPath(t testing.TB, n *nodetest.Node, body []byte) {
 	t.Helper()
 	if bytes.Contains(body, []byte(n.Dir)) || bytes.Contains(body, []byte("blobs/")) || bytes.Contains(body, []byte("blobs\\")) {
 		t.Fatalf("response exposes a storage path: %s", body)
@@ -48,7 +48,7 @@ func i4NoPath(t testing.TB, n *apptest.Node, body []byte) {
 }
 
 func TestIssue4ReferenceImagePut(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	l := i4NewLife(t, n)
 	img := i4TinyJPEG(t, 1)
 
@@ -60,7 +60,7 @@ func TestIssue4ReferenceImagePut(t *testing.T) {
 			h[k] = v
 		}
 		r := n.Do("PUT", "/api/v1/admin/tasks/"+l.id+"/reference-image", n.AdminToken, data, h)
-		apptest.Must(t, r, status, code)
+		nodetest.Must(t, r, status, code)
 		if n.Head() != head {
 			t.Fatal("refused PUT appended")
 		}
@@ -72,21 +72,21 @@ func TestIssue4ReferenceImagePut(t *testing.T) {
 	refuse(i4PadJPEG(t, img, 5<<20+1), 413, "body_too_large", nil)
 	refuse(img, 415, "unsupported_media_type", map[string]string{"Content-Type": "image/png"})
 	refuse(img, 400, "invalid_idempotency_key", map[string]string{"Idempotency-Key": "nope"})
-	apptest.Must(t, i4PutImage(n, apptest.NewKey(), img, ""), 404, "task_not_found")
+	nodetest.Must(t, i4PutImage(n, nodetest.NewKey(), img, ""), 404, "task_not_found")
 
 	// Exactly 5 MiB is accepted. It is an amendment: revision +1, version
 	// unchanged (the task stays PENDING), the authorization must be renewed.
 	big := i4PadJPEG(t, img, 5<<20)
-	key := apptest.NewKey()
+	key := nodetest.NewKey()
 	r := i4PutImage(n, l.id, big, key)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	i4NoPath(t, n, r.Body)
 	doc := r.JSON()
 	ri, _ := doc["reference_image"].(map[string]any)
 	auth, _ := doc["authorization"].(map[string]any)
-	if apptest.Num(doc, "revision") != 2 || apptest.Num(doc, "version") != 1 || apptest.Str(doc, "state") != "PENDING" ||
-		apptest.Str(ri, "sha256") != i4SHA(big) || apptest.Num(ri, "size") != uint64(len(big)) ||
-		apptest.Str(auth, "status") == "ACTIVE" {
+	if nodetest.Num(doc, "revision") != 2 || nodetest.Num(doc, "version") != 1 || nodetest.Str(doc, "state") != "PENDING" ||
+		nodetest.Str(ri, "sha256") != i4SHA(big) || nodetest.Num(ri, "size") != uint64(len(big)) ||
+		nodetest.Str(auth, "status") == "ACTIVE" {
 		t.Fatalf("PUT answer %s", r.Body[:min(len(r.Body), 600)])
 	}
 	stored, err := os.ReadFile(filepath.Join(n.Dir, "blobs", i4SHA(big)))
@@ -96,7 +96,7 @@ func TestIssue4ReferenceImagePut(t *testing.T) {
 	// replay, and the same key with other bytes
 	head := n.Head()
 	again := i4PutImage(n, l.id, big, key)
-	apptest.Must(t, again, 200)
+	nodetest.Must(t, again, 200)
 	if again.Header.Get("Idempotent-Replayed") != "true" || n.Head() != head {
 		t.Fatal("PUT replay appended or was not marked")
 	}
@@ -104,67 +104,67 @@ func TestIssue4ReferenceImagePut(t *testing.T) {
 
 	// Claimable only once re-authorized for revision 2.
 	nothing, _ := l.d.Claim()
-	apptest.Must(t, nothing, 204)
-	i4Refuse(t, l, 409, "revision_mismatch", func() *apptest.Resp {
+	nodetest.Must(t, nothing, 204)
+	i4Refuse(t, l, 409, "revision_mismatch", func() *nodetest.Resp {
 		return l.admin(t, "authorize", map[string]any{"expected_revision": 1, "ttl_seconds": 3600})
 	})
-	apptest.Must(t, l.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	nodetest.Must(t, l.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
 	l.claim(t)
-	c, _ := l.d.ClaimWith(apptest.NewKey(), l.tok).JSON()["task"].(map[string]any) // resumed claim
-	if apptest.Str(c, "reference_image_url") != "/api/v1/device/tasks/"+l.id+"/reference-image" || apptest.Num(c, "revision") != 2 {
+	c, _ := l.d.ClaimWith(nodetest.NewKey(), l.tok).JSON()["task"].(map[string]any) // resumed claim
+	if nodetest.Str(c, "reference_image_url") != "/api/v1/device/tasks/"+l.id+"/reference-image" || nodetest.Num(c, "revision") != 2 {
 		t.Fatalf("claim task %v", c)
 	}
 	got := l.image(t, nil)
-	apptest.Must(t, got, 200)
+	nodetest.Must(t, got, 200)
 	if !bytes.Equal(got.Body, big) {
 		t.Fatal("served image differs")
 	}
 }
 
 func TestIssue4ReferenceImageGet(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	cfg := n.Engine.Config()
 	img := i4TinyJPEG(t, 9)
 	a := i4NewLife(t, n)
-	apptest.Must(t, i4PutImage(n, a.id, img, ""), 200)
-	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	nodetest.Must(t, i4PutImage(n, a.id, img, ""), 200)
+	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
 	a.rev = 2
 	a.claim(t)
 
 	serve := func(l *i4Life) {
 		t.Helper()
 		r := l.image(t, nil)
-		apptest.Must(t, r, 200)
+		nodetest.Must(t, r, 200)
 		if !bytes.Equal(r.Body, img) || r.Header.Get("Content-Type") != "image/jpeg" ||
 			r.Header.Get("Cache-Control") != "private, no-store" {
 			t.Fatalf("served %d bytes with %v", len(r.Body), r.Header)
 		}
 	}
 	serve(a)
-	apptest.Must(t, a.image(t, map[string]string{"X-Claim-Token": apptest.NewClaimToken()}), 403, "claim_token_mismatch")
-	apptest.Must(t, a.image(t, map[string]string{"X-Claim-Token": "short"}), 400, "invalid_claim_token")
-	apptest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": strconv.FormatUint(a.gen+1, 10)}), 409, "claim_generation_mismatch")
-	apptest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": ""}), 400, "invalid_request")
-	apptest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": "0"}), 400, "invalid_request")
+	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Token": nodetest.NewClaimToken()}), 403, "claim_token_mismatch")
+	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Token": "short"}), 400, "invalid_claim_token")
+	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": strconv.FormatUint(a.gen+1, 10)}), 409, "claim_generation_mismatch")
+	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": ""}), 400, "invalid_request")
+	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": "0"}), 400, "invalid_request")
 	// another device, even with the holder's token and generation
 	b := i4NewLife(t, n) // a second task, without image, and a second device
 	probe := *b
 	probe.tok, probe.gen, probe.id = a.tok, a.gen, a.id
-	apptest.Must(t, probe.image(t, nil), 404, "claim_not_found")
-	probe.id = apptest.NewKey()
-	apptest.Must(t, probe.image(t, nil), 404, "claim_not_found")
+	nodetest.Must(t, probe.image(t, nil), 404, "claim_not_found")
+	probe.id = nodetest.NewKey()
+	nodetest.Must(t, probe.image(t, nil), 404, "claim_not_found")
 
 	// A task without an image: no URL in its claim, 404 no_reference_image.
 	r, tok := b.d.Claim()
-	apptest.Must(t, r, 200)
-	if task := r.JSON()["task"].(map[string]any); apptest.Str(task, "id") != b.id {
+	nodetest.Must(t, r, 200)
+	if task := r.JSON()["task"].(map[string]any); nodetest.Str(task, "id") != b.id {
 		t.Fatalf("claimed %v", task["id"])
 	} else if _, has := task["reference_image_url"]; has {
 		t.Fatalf("claim of a task without image carries a URL: %s", r.Body)
 	}
 	plain := *b
 	plain.tok = tok
-	apptest.Must(t, plain.image(t, nil), 404, "no_reference_image")
+	nodetest.Must(t, plain.image(t, nil), 404, "no_reference_image")
 
 	// served while RUNNING and WAITING_CONFIRMATION
 	a.must(t, "start")
@@ -173,26 +173,26 @@ func TestIssue4ReferenceImageGet(t *testing.T) {
 	serve(a)
 	// expired running lease
 	n.Advance(cfg.RunningLease)
-	apptest.Must(t, a.image(t, nil), 409, "lease_expired")
-	apptest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "silent", "expected_version": a.ver}), 200)
-	apptest.Must(t, a.image(t, nil), 404, "claim_not_found")
-	apptest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
-	apptest.Must(t, a.d.Ready(), 200)
+	nodetest.Must(t, a.image(t, nil), 409, "lease_expired")
+	nodetest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "silent", "expected_version": a.ver}), 200)
+	nodetest.Must(t, a.image(t, nil), 404, "claim_not_found")
+	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
+	nodetest.Must(t, a.d.Ready(), 200)
 	old := *a
 	a.claim(t)
 	serve(a)
-	apptest.Must(t, old.image(t, nil), 403, "claim_token_mismatch")
+	nodetest.Must(t, old.image(t, nil), 403, "claim_token_mismatch")
 	stale := *a
 	stale.gen = old.gen
-	apptest.Must(t, stale.image(t, nil), 409, "claim_generation_mismatch")
+	nodetest.Must(t, stale.image(t, nil), 409, "claim_generation_mismatch")
 	// expired claim lease (boundary: now == lease_expires_at)
 	n.Advance(cfg.ClaimLease)
-	apptest.Must(t, a.image(t, nil), 409, "lease_expired")
+	nodetest.Must(t, a.image(t, nil), 409, "lease_expired")
 	// re-claimed, finished: not held any more
-	apptest.Must(t, a.d.Ready(), 200)
+	nodetest.Must(t, a.d.Ready(), 200)
 	a.claim(t)
 	serve(a)
 	a.must(t, "start")
 	a.must(t, "complete")
-	apptest.Must(t, a.image(t, nil), 404, "claim_not_found")
+	nodetest.Must(t, a.image(t, nil), 404, "claim_not_found")
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // i4Want is the expected answer of one (state × command) cell.
@@ -107,7 +107,7 @@ func i4AdminTable() map[string]map[string]i4Want {
 	}
 }
 
-func (l *i4Life) adminCall(t *testing.T, op string) *apptest.Resp {
+func (l *i4Life) adminCall(t *testing.T, op string) *nodetest.Resp {
 	t.Helper()
 	switch op {
 	case "amend":
@@ -128,13 +128,13 @@ func (l *i4Life) adminCall(t *testing.T, op string) *apptest.Resp {
 func i4RawTask(t *testing.T, l *i4Life) []byte {
 	t.Helper()
 	r := l.n.Do("GET", "/api/v1/admin/tasks/"+l.id, l.n.AdminToken, nil, nil)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	return r.Body
 }
 
 // i4CheckCell sends one command to a task in a driven state and checks the
 // answer, the appended events and the task's state and version.
-func i4CheckCell(t *testing.T, l *i4Life, w i4Want, send func() *apptest.Resp) {
+func i4CheckCell(t *testing.T, l *i4Life, w i4Want, send func() *nodetest.Resp) {
 	t.Helper()
 	before := l.n.Task(l.id)
 	beforeRaw := i4RawTask(t, l)
@@ -153,16 +153,16 @@ func i4CheckCell(t *testing.T, l *i4Life, w i4Want, send func() *apptest.Resp) {
 		return
 	}
 	after := l.n.Task(l.id)
-	if st := apptest.Str(after, "state"); st != w.state {
+	if st := nodetest.Str(after, "state"); st != w.state {
 		t.Fatalf("state %s, want %s", st, w.state)
 	}
-	dv := apptest.Num(after, "version") - apptest.Num(before, "version")
-	changed := apptest.Str(before, "state") != apptest.Str(after, "state")
+	dv := nodetest.Num(after, "version") - nodetest.Num(before, "version")
+	changed := nodetest.Str(before, "state") != nodetest.Str(after, "state")
 	if (changed && dv != 1) || (!changed && dv != 0) {
-		t.Fatalf("version moved by %d while the state went %s → %s", dv, apptest.Str(before, "state"), w.state)
+		t.Fatalf("version moved by %d while the state went %s → %s", dv, nodetest.Str(before, "state"), w.state)
 	}
-	if w.status == 200 && r.JSON()["state"] != nil && apptest.Str(r.JSON(), "state") != w.state {
-		t.Fatalf("answer state %s, want %s", apptest.Str(r.JSON(), "state"), w.state)
+	if w.status == 200 && r.JSON()["state"] != nil && nodetest.Str(r.JSON(), "state") != w.state {
+		t.Fatalf("answer state %s, want %s", nodetest.Str(r.JSON(), "state"), w.state)
 	}
 }
 
@@ -176,7 +176,7 @@ func TestIssue4StateTableDevice(t *testing.T) {
 			}
 			t.Run(st+"/"+op, func(t *testing.T) {
 				l := i4DriveTo(t, st)
-				i4CheckCell(t, l, w, func() *apptest.Resp { return l.call(t, op, "") })
+				i4CheckCell(t, l, w, func() *nodetest.Resp { return l.call(t, op, "") })
 			})
 		}
 	}
@@ -192,7 +192,7 @@ func TestIssue4StateTableOperator(t *testing.T) {
 			}
 			t.Run(st+"/"+op, func(t *testing.T) {
 				l := i4DriveTo(t, st)
-				i4CheckCell(t, l, w, func() *apptest.Resp { return l.adminCall(t, op) })
+				i4CheckCell(t, l, w, func() *nodetest.Resp { return l.adminCall(t, op) })
 			})
 		}
 	}

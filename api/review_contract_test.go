@@ -13,15 +13,15 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // api.md, Operational routes: /metrics lists at least these series, also
 // on a server that has not sequenced a single command yet.
 func TestReviewMetricsListedFromTheStart(t *testing.T) {
-	n := apptest.Start(t, apptest.WithWallClock())
+	n := nodetest.Start(t, nodetest.WithWallClock())
 	r := n.Do("GET", "/metrics", "", nil, nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	for _, name := range []string{"taskledger_append_batch_size", "taskledger_append_commit_seconds",
 		"taskledger_commands_total", "taskledger_claims_total", "taskledger_replay_seconds"} {
 		if !strings.Contains(string(r.Body), "# TYPE "+name+" ") {
@@ -36,7 +36,7 @@ func TestReviewMetricsListedFromTheStart(t *testing.T) {
 // api.md, Test clock: without --clock=manual the route does not exist
 // (404) — with or without a credential, and nothing is appended.
 func TestReviewTestClockAbsentWithoutFlag(t *testing.T) {
-	w := apptest.Start(t, apptest.WithWallClock())
+	w := nodetest.Start(t, nodetest.WithWallClock())
 	h := w.Head()
 	for _, tok := range []string{"", w.AdminToken} {
 		r := w.Do("POST", ctAdminPath+"/test-clock/advance", tok, map[string]any{"seconds": 60}, nil)
@@ -46,10 +46,10 @@ func TestReviewTestClockAbsentWithoutFlag(t *testing.T) {
 
 	// With the flag: no Idempotency-Key needed (one sent is ignored, even
 	// a malformed one), bounds 1..86400.
-	n := apptest.Start(t)
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
+	n := nodetest.Start(t)
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
 		map[string]string{"Idempotency-Key": ""}), http.StatusOK)
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
 		map[string]string{"Idempotency-Key": "not-a-key"}), http.StatusOK)
 	for _, secs := range []any{0, -1, 86401, 1.5, "60"} {
 		ctErr(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": secs}, nil),
@@ -65,7 +65,7 @@ func TestReviewTestClockAbsentWithoutFlag(t *testing.T) {
 // exist is 404 task_not_found; an unknown evidence of a known task is a 404
 // too.
 func TestReviewAdminEvidenceOfUnknownTask(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	ctErr(t, n.Do("GET", ctAdminPath+"/tasks/"+ctNewID()+"/evidence/"+ctNewID(), n.AdminToken, nil, nil),
 		http.StatusNotFound, "task_not_found")
 	ctErr(t, n.Do("GET", ctAdminPath+"/tasks/not-a-uuid/evidence/x", n.AdminToken, nil, nil),
@@ -80,7 +80,7 @@ func TestReviewAdminEvidenceOfUnknownTask(t *testing.T) {
 // operations.md, The data directory: taskledger.db, blobs/, snapshots/ and
 // the initial admin token (0600) after the first start.
 func TestReviewDataDirectoryLayout(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	for _, name := range []string{"blobs", "snapshots"} {
 		if st, err := os.Stat(filepath.Join(n.Dir, name)); err != nil || !st.IsDir() {
 			t.Errorf("%s/ missing after the first start: %v", name, err)
@@ -129,11 +129,11 @@ func reviewTimes(t *testing.T, where string, v any) {
 // task response carries state, version, claim_generation, server_time and
 // lease_expires_at.
 func TestReviewTimesAndDeviceTaskFields(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	id := n.CreateTask(nil)
 	r, tok := d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	reviewTimes(t, "claim", r.JSON())
 	claim := r.JSON()["claim"].(map[string]any)
 	if _, has := claim["token"]; has {
@@ -142,17 +142,17 @@ func TestReviewTimesAndDeviceTaskFields(t *testing.T) {
 	if _, has := r.JSON()["task"].(map[string]any)["reference_image_url"]; has {
 		t.Fatalf("reference_image_url without an image: %s", r.Body)
 	}
-	answers := map[string]*apptest.Resp{"claim": r}
+	answers := map[string]*nodetest.Resp{"claim": r}
 	answers["renew"] = d.Call(id, "lease/renew", tok, map[string]any{"claim_generation": 1, "session_id": d.Session,
-		"expected_lease_expires_at": apptest.Str(claim, "lease_expires_at")}, "")
+		"expected_lease_expires_at": nodetest.Str(claim, "lease_expires_at")}, "")
 	answers["start"] = d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	ex := apptest.Str(answers["start"].JSON(), "execution_id")
+	ex := nodetest.Str(answers["start"].JSON(), "execution_id")
 	answers["heartbeat"] = d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
 		"step": "step one", "client_time": "2026-01-02T03:04:05Z"}, "")
 	answers["complete"] = d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
 		"expected_version": 3, "result": map[string]any{"ok": true}}, "")
 	for name, a := range answers {
-		apptest.Must(t, a, http.StatusOK)
+		nodetest.Must(t, a, http.StatusOK)
 		m := a.JSON()
 		for _, f := range []string{"state", "version", "claim_generation", "server_time", "lease_expires_at"} {
 			if _, ok := m[f]; !ok {
@@ -161,20 +161,20 @@ func TestReviewTimesAndDeviceTaskFields(t *testing.T) {
 		}
 		reviewTimes(t, name, m)
 	}
-	if s := apptest.Str(answers["heartbeat"].JSON(), "step"); s != "step one" {
+	if s := nodetest.Str(answers["heartbeat"].JSON(), "step"); s != "step one" {
 		t.Errorf("heartbeat answer step %q", s)
 	}
 	p := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "x",
 		"target_app_version": "7", "checks": map[string]bool{"accessibility_connected": true}, "active_task_id": nil,
 		"client_time": nil}, nil)
-	apptest.Must(t, p, http.StatusOK)
+	nodetest.Must(t, p, http.StatusOK)
 	reviewTimes(t, "presence", p.JSON())
 	reviewTimes(t, "task detail", n.Task(id))
 	ev := n.Do("GET", ctAdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
-	apptest.Must(t, ev, http.StatusOK)
+	nodetest.Must(t, ev, http.StatusOK)
 	reviewTimes(t, "task events", ev.JSON())
 	dev := n.Do("GET", ctAdminPath+"/devices/"+d.ID, n.AdminToken, nil, nil)
-	apptest.Must(t, dev, http.StatusOK)
+	nodetest.Must(t, dev, http.StatusOK)
 	reviewTimes(t, "device", dev.JSON())
 }
 
@@ -182,7 +182,7 @@ func TestReviewTimesAndDeviceTaskFields(t *testing.T) {
 // names [a-z0-9_]{1,32} to booleans, active_task_id and client_time absent
 // or null; no Idempotency-Key (a malformed one is ignored).
 func TestReviewPresenceValidation(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	base := func() map[string]any {
 		return map[string]any{"device_id": d.ID, "app_version": "1.4.2", "os_version": "Android 14",
@@ -190,7 +190,7 @@ func TestReviewPresenceValidation(t *testing.T) {
 	}
 	ok := base()
 	r := n.Do("POST", ctPresence, d.Token, ok, map[string]string{"Idempotency-Key": "whatever"})
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	var keys []string
 	for k := range r.JSON() {
 		keys = append(keys, k)
@@ -203,9 +203,9 @@ func TestReviewPresenceValidation(t *testing.T) {
 		sixteen[string(c)] = false
 	}
 	long := strings.Repeat("a", 32)
-	apptest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "checks", sixteen), nil), http.StatusOK)
-	apptest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "checks", map[string]any{long: true}), nil), http.StatusOK)
-	apptest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "app_version", strings.Repeat("x", 64)), nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "checks", sixteen), nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "checks", map[string]any{long: true}), nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "app_version", strings.Repeat("x", 64)), nil), http.StatusOK)
 	seventeen := map[string]any{"q": true}
 	for k, v := range sixteen {
 		seventeen[k] = v
@@ -242,28 +242,28 @@ func without(m map[string]any, k string) map[string]any     { delete(m, k); retu
 // api.md, POST /admin/devices: required_checks 0–16 names; present, even
 // empty, it replaces the server default; a replay answers without token.
 func TestReviewRegistrationRequiredChecks(t *testing.T) {
-	n := apptest.Start(t)
-	key := apptest.NewKey()
+	n := nodetest.Start(t)
+	key := nodetest.NewKey()
 	body := map[string]any{"owner_id": ctNewID(), "name": "phone", "required_checks": []string{}}
 	r := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, r, http.StatusCreated)
+	nodetest.Must(t, r, http.StatusCreated)
 	m := r.JSON()
-	if rc, ok := m["required_checks"].([]any); !ok || len(rc) != 0 || apptest.Str(m, "token") == "" {
+	if rc, ok := m["required_checks"].([]any); !ok || len(rc) != 0 || nodetest.Str(m, "token") == "" {
 		t.Fatalf("registration with an empty required_checks: %s", r.Body)
 	}
 	again := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, again, http.StatusCreated)
-	if again.Header.Get("Idempotent-Replayed") != "true" || apptest.Str(again.JSON(), "device_id") != apptest.Str(m, "device_id") {
+	nodetest.Must(t, again, http.StatusCreated)
+	if again.Header.Get("Idempotent-Replayed") != "true" || nodetest.Str(again.JSON(), "device_id") != nodetest.Str(m, "device_id") {
 		t.Fatalf("registration replay: %v %s", again.Header, again.Body)
 	}
 	if _, has := again.JSON()["token"]; has {
 		t.Fatalf("a registration replay shows the token again: %s", again.Body)
 	}
 	// The device with no required checks is claimable with any check.
-	d := &apptest.Device{N: n, ID: apptest.Str(m, "device_id"), Token: apptest.Str(m, "token"), Session: ctNewID()}
+	d := &nodetest.Device{N: n, ID: nodetest.Str(m, "device_id"), Token: nodetest.Str(m, "token"), Session: ctNewID()}
 	p := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "x",
 		"target_app_version": "7", "checks": map[string]bool{"accessibility_connected": false}}, nil)
-	apptest.Must(t, p, http.StatusOK)
+	nodetest.Must(t, p, http.StatusOK)
 	if p.JSON()["claimable"] != true {
 		t.Fatalf("device with required_checks [] not claimable: %s", p.Body)
 	}
@@ -275,7 +275,7 @@ func TestReviewRegistrationRequiredChecks(t *testing.T) {
 	for _, c := range "abcdefghijklmnop" {
 		sixteen = append(sixteen, string(c))
 	}
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "p",
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "p",
 		"required_checks": sixteen}, nil), http.StatusCreated)
 	ctErr(t, n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "p",
 		"required_checks": append(sixteen, "q")}, nil), http.StatusBadRequest, "invalid_request")
@@ -284,7 +284,7 @@ func TestReviewRegistrationRequiredChecks(t *testing.T) {
 // api.md, GET /admin/tasks: newest first (descending creation seq), the
 // state and device_id filters, limit ≤ 500 and paging by next_cursor.
 func TestReviewAdminTaskListing(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	var ids []string
 	for i := 0; i < 5; i++ {
 		ids = append(ids, n.CreateTask(map[string]any{"i": i}))
@@ -296,7 +296,7 @@ func TestReviewAdminTaskListing(t *testing.T) {
 	}
 	list := func(q string) map[string]any {
 		r := n.Do("GET", ctAdminPath+"/tasks"+q, n.AdminToken, nil, nil)
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		return r.JSON()
 	}
 	idsOf := func(m map[string]any) []string {
@@ -340,7 +340,7 @@ func TestReviewAdminTaskListing(t *testing.T) {
 // api.md, Errors: 503 has an empty body and Retry-After; once shutting
 // down, the API answers so.
 func TestReviewUnavailableEmptyBody(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	n.API.Stopping()
 	res, err := http.Get(n.URL + ctAdminPath + "/tasks")
 	if err != nil {

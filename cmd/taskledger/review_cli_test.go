@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 type reviewRun struct {
@@ -28,7 +28,7 @@ func reviewCLI(args ...string) reviewRun {
 // reviewLedger writes a small ledger (one claimed task) and returns its
 // directory and the task id; the node is closed (and its log verified).
 func reviewLedger(t *testing.T) (string, string) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	if r := d.Ready(); r.Status != 200 {
 		t.Fatalf("presence: %d %s", r.Status, r.Body)
@@ -207,7 +207,7 @@ func TestReviewCLIServeConfiguration(t *testing.T) {
 // api.md, Test clock: a ledger once served with --clock=manual is marked,
 // and serve without the flag refuses it (nothing written).
 func TestReviewCLIManualLedgerRefusesWallClock(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	n.CreateTask(nil)
 	n.Close()
 	before, err := os.ReadFile(filepath.Join(n.Dir, "taskledger.db"))

@@ -1,8 +1,8 @@
-// Package app assembles a taskledger node: the ledger file, the
+// Package node assembles a taskledger node: the ledger file, the
 // projections loaded from it, the sequencer and the HTTP interface. The
 // serve command, the benchmark and the end-to-end tests all start nodes
 // through it.
-package app
+package node
 
 import (
 	"crypto/sha256"
@@ -18,6 +18,7 @@ import (
 
 	"taskledger/api"
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 	"taskledger/snapshots"
@@ -257,15 +258,15 @@ func claimsVerifiedThrough(l *Loaded, kcv []byte) uint64 {
 // its nonce and compares its hash in constant time.
 func VerifyServerClaims(src projections.Source, secret []byte, after uint64) error {
 	return src.Range(after, func(e *ledger.Event) error {
-		if e.Type != projections.EvTaskClaimed {
+		if e.Type != events.EvTaskClaimed {
 			return nil
 		}
-		b, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+		b, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 		if err != nil {
 			return err
 		}
-		c := b.(*projections.TaskClaimed)
-		if c.TokenOrigin != projections.TokenServer {
+		c := b.(*events.TaskClaimed)
+		if c.TokenOrigin != events.TokenServer {
 			return nil
 		}
 		tok := commands.ServerToken(secret, c.DeviceID, c.TaskID, c.AuthorizationID, c.Generation, c.Nonce)

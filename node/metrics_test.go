@@ -1,4 +1,4 @@
-package app_test
+package node_test
 
 import (
 	"strconv"
@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // scrape reads /metrics (no token) and returns the text exposition.
-func scrape(t *testing.T, n *apptest.Node) string {
+func scrape(t *testing.T, n *nodetest.Node) string {
 	t.Helper()
 	r := n.Do("GET", "/metrics", "", nil, nil)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	return string(r.Body)
 }
 
@@ -55,7 +55,7 @@ func sampleValue(text, name string, labels map[string]string) float64 {
 // TestMetricsSeriesPresentAndMoving scrapes /metrics and checks the series
 // of api.md and operations.md are there and move when commands run.
 func TestMetricsSeriesPresentAndMoving(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	m0 := scrape(t, n)
 	for _, name := range []string{"taskledger_append_batch_size", "taskledger_append_commit_seconds",
 		"taskledger_claims_total", "taskledger_replay_seconds", "taskledger_snapshot_seconds",
@@ -80,22 +80,22 @@ func TestMetricsSeriesPresentAndMoving(t *testing.T) {
 	work(t, n, a)
 	// A refused command is counted by its error code.
 	id := n.CreateTask(nil)
-	apptest.Must(t, a.Ready(), 200)
+	nodetest.Must(t, a.Ready(), 200)
 	r, tok := a.Claim()
-	apptest.Must(t, r, 200)
-	apptest.Must(t, a.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 9}, ""), 409, "version_mismatch")
+	nodetest.Must(t, r, 200)
+	nodetest.Must(t, a.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 9}, ""), 409, "version_mismatch")
 	// a's claim lease expires and b takes the task over: a claim expiry.
 	n.Advance(11 * time.Minute)
-	apptest.Must(t, b.Ready(), 200)
+	nodetest.Must(t, b.Ready(), 200)
 	r, tok = b.Claim()
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	// b starts, its running lease expires, its complete is a late report.
 	s := b.Call(id, "start", tok, map[string]any{"claim_generation": 2, "expected_version": 3}, "")
-	apptest.Must(t, s, 200)
+	nodetest.Must(t, s, 200)
 	n.Advance(2 * time.Minute)
-	ex := apptest.Str(s.JSON(), "execution_id")
-	apptest.Must(t, b.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "x"}, ""), 409, "lease_expired")
-	apptest.Must(t, b.Call(id, "complete", tok, map[string]any{"claim_generation": 2, "execution_id": ex,
+	ex := nodetest.Str(s.JSON(), "execution_id")
+	nodetest.Must(t, b.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "x"}, ""), 409, "lease_expired")
+	nodetest.Must(t, b.Call(id, "complete", tok, map[string]any{"claim_generation": 2, "execution_id": ex,
 		"expected_version": 4, "result": map[string]any{}}, ""), 409, "lease_expired")
 	if _, err := n.Snapshot(); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
-// Package apptest starts real taskledger nodes for tests: a ledger on
+// Package nodetest starts real taskledger nodes for tests: a ledger on
 // t.TempDir(), the manual test clock, an httptest server, and a cleanup
 // that proves the log verifies and that its replay equals the live
 // projections (STYLE.md §12).
-package apptest
+package nodetest
 
 import (
 	"bytes"
@@ -22,15 +22,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
 // Node is a running test node.
 type Node struct {
-	*app.Node
+	*node.Node
 	T          testing.TB
 	Dir        string
 	URL        string
@@ -41,30 +41,30 @@ type Node struct {
 }
 
 // Option changes a test node's configuration.
-type Option func(*app.Config)
+type Option func(*node.Config)
 
 // WithConfig edits the commands configuration.
-func WithConfig(f func(*commands.Config)) Option { return func(c *app.Config) { f(&c.Commands) } }
+func WithConfig(f func(*commands.Config)) Option { return func(c *node.Config) { f(&c.Commands) } }
 
 // WithDir uses dir as the data directory (to reopen a ledger).
-func WithDir(dir string) Option { return func(c *app.Config) { c.DataDir = dir } }
+func WithDir(dir string) Option { return func(c *node.Config) { c.DataDir = dir } }
 
 // WithWallClock serves with the wall clock instead of the manual one.
-func WithWallClock() Option { return func(c *app.Config) { c.Manual = false } }
+func WithWallClock() Option { return func(c *node.Config) { c.Manual = false } }
 
 // Start starts a node with the manual clock and registers its cleanup.
 func Start(t testing.TB, opts ...Option) *Node {
 	t.Helper()
-	cfg := app.Config{DataDir: t.TempDir(), Manual: true, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
+	cfg := node.Config{DataDir: t.TempDir(), Manual: true, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
 		Logger: zerolog.Nop()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n, err := app.Open(cfg)
+	n, err := node.Open(cfg)
 	if err != nil {
-		t.Fatalf("apptest: open node: %v", err)
+		t.Fatalf("nodetest: open node: %v", err)
 	}
-	tok, _ := os.ReadFile(filepath.Join(cfg.DataDir, app.InitialTokenFile))
+	tok, _ := os.ReadFile(filepath.Join(cfg.DataDir, node.InitialTokenFile))
 	srv := httptest.NewServer(n.API.Handler())
 	tn := &Node{Node: n, T: t, Dir: cfg.DataDir, URL: srv.URL, AdminToken: strings.TrimSpace(string(tok)),
 		HTTP: srv.Client(), server: srv}
@@ -87,7 +87,7 @@ func (n *Node) Close() {
 		cfg = s.Config()
 	})
 	if err := n.Node.Close(); err != nil {
-		n.T.Errorf("apptest: close: %v", err)
+		n.T.Errorf("nodetest: close: %v", err)
 		return
 	}
 	CheckLedger(n.T, n.Dir, cfg, live)
@@ -99,19 +99,19 @@ func CheckLedger(t testing.TB, dir string, cfg projections.Config, live []byte) 
 	t.Helper()
 	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
 	if err != nil {
-		t.Errorf("apptest: reopen for verify: %v", err)
+		t.Errorf("nodetest: reopen for verify: %v", err)
 		return
 	}
 	defer store.Close()
-	rep, err := app.Verify(store, cfg, nil)
+	rep, err := node.Verify(store, cfg, nil)
 	if err != nil {
-		t.Errorf("apptest: verify: %v", err)
+		t.Errorf("nodetest: verify: %v", err)
 		return
 	}
 	if live != nil {
 		rebuilt, _ := rep.State.Canonical()
 		if !bytes.Equal(rebuilt, live) {
-			t.Errorf("apptest: projections rebuilt from the log differ from the live ones")
+			t.Errorf("nodetest: projections rebuilt from the log differ from the live ones")
 		}
 	}
 }
@@ -128,7 +128,7 @@ func (n *Node) Advance(d time.Duration) {
 	n.T.Helper()
 	r := n.Do("POST", "/api/v1/admin/test-clock/advance", n.AdminToken, map[string]any{"seconds": int64(d / time.Second)}, nil)
 	if r.Status != 200 {
-		n.T.Fatalf("apptest: advance: %d %s", r.Status, r.Body)
+		n.T.Fatalf("nodetest: advance: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -167,7 +167,7 @@ func (n *Node) Do(method, path, token string, body any, headers map[string]strin
 	}
 	req, err := http.NewRequest(method, n.URL+path, rd)
 	if err != nil {
-		n.T.Fatalf("apptest: request: %v", err)
+		n.T.Fatalf("nodetest: request: %v", err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -189,7 +189,7 @@ func (n *Node) Do(method, path, token string, body any, headers map[string]strin
 	}
 	res, err := n.HTTP.Do(req)
 	if err != nil {
-		n.T.Fatalf("apptest: %s %s: %v", method, path, err)
+		n.T.Fatalf("nodetest: %s %s: %v", method, path, err)
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
@@ -225,7 +225,7 @@ func (n *Node) RegisterDevice(checks ...string) *Device {
 	}
 	r := n.Do("POST", "/api/v1/admin/devices", n.AdminToken, body, nil)
 	if r.Status != 201 {
-		n.T.Fatalf("apptest: register device: %d %s", r.Status, r.Body)
+		n.T.Fatalf("nodetest: register device: %d %s", r.Status, r.Body)
 	}
 	m := r.JSON()
 	return &Device{N: n, ID: m["device_id"].(string), OwnerID: m["owner_id"].(string), Token: m["token"].(string),
@@ -280,7 +280,7 @@ func (n *Node) CreateTask(payload map[string]any) string {
 	r := n.Do("POST", "/api/v1/admin/tasks", n.AdminToken, map[string]any{"payload": payload,
 		"authorize": map[string]any{"ttl_seconds": 3600}}, nil)
 	if r.Status != 201 {
-		n.T.Fatalf("apptest: create task: %d %s", r.Status, r.Body)
+		n.T.Fatalf("nodetest: create task: %d %s", r.Status, r.Body)
 	}
 	return r.JSON()["id"].(string)
 }
@@ -290,7 +290,7 @@ func (n *Node) Task(id string) map[string]any {
 	n.T.Helper()
 	r := n.Do("GET", "/api/v1/admin/tasks/"+id, n.AdminToken, nil, nil)
 	if r.Status != 200 {
-		n.T.Fatalf("apptest: task %s: %d %s", id, r.Status, r.Body)
+		n.T.Fatalf("nodetest: task %s: %d %s", id, r.Status, r.Body)
 	}
 	return r.JSON()
 }

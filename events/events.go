@@ -1,4 +1,4 @@
-package projections
+package events
 
 // Event types. Lowercase and dotted; new ones may be added, none renamed.
 const (

@@ -1,4 +1,4 @@
-package app_test
+package node_test
 
 import (
 	"bytes"
@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"taskledger/cmd/taskledger/app"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/node"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 )
 
@@ -37,7 +37,7 @@ func (h *holdLog) Append(b *ledger.Batch) error {
 // Retry-After, and /readyz turns 503 while /healthz stays 200.
 func TestGracefulShutdownFinishesBatchInFlight(t *testing.T) {
 	hl := &holdLog{entered: make(chan struct{}), release: make(chan struct{})}
-	n := apptest.Start(t, func(c *app.Config) {
+	n := nodetest.Start(t, func(c *node.Config) {
 		c.WrapLog = func(l commands.Log) commands.Log { hl.inner = l; return hl }
 	})
 	hl.hold.Store(true)
@@ -53,7 +53,7 @@ func TestGracefulShutdownFinishesBatchInFlight(t *testing.T) {
 		req, _ := http.NewRequest("POST", n.URL+"/api/v1/admin/tasks", bytes.NewReader(raw))
 		req.Header.Set("Authorization", "Bearer "+n.AdminToken)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", apptest.NewKey())
+		req.Header.Set("Idempotency-Key", nodetest.NewKey())
 		res, err := n.HTTP.Do(req)
 		if err != nil {
 			inflight <- answer{err: err}

@@ -1,4 +1,4 @@
-package app_test
+package node_test
 
 import (
 	"bytes"
@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/node"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
@@ -23,8 +23,8 @@ type written struct {
 
 func newWritten() *written { return &written{ch: make(chan string, 64)} }
 
-func (w *written) option() apptest.Option {
-	return func(c *app.Config) {
+func (w *written) option() nodetest.Option {
+	return func(c *node.Config) {
 		c.SnapshotWritten = func(seq uint64, path string, err error) {
 			if err != nil {
 				path = "error: " + err.Error()
@@ -34,26 +34,26 @@ func (w *written) option() apptest.Option {
 	}
 }
 
-func every(n uint64) apptest.Option { return func(c *app.Config) { c.SnapshotEvery = n } }
+func every(n uint64) nodetest.Option { return func(c *node.Config) { c.SnapshotEvery = n } }
 
 // work runs one task through claim, start, heartbeat and complete: 7 events
 // (create, claim, start, heartbeat, complete, plus register on first use).
-func work(t *testing.T, n *apptest.Node, d *apptest.Device) string {
+func work(t *testing.T, n *nodetest.Node, d *nodetest.Device) string {
 	t.Helper()
 	id := n.CreateTask(map[string]any{"w": 1})
-	apptest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.Ready(), 200)
 	r, tok := d.Claim()
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	apptest.Must(t, s, 200)
-	ex := apptest.Str(s.JSON(), "execution_id")
-	apptest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, ""), 200)
-	apptest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
+	nodetest.Must(t, s, 200)
+	ex := nodetest.Str(s.JSON(), "execution_id")
+	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, ""), 200)
+	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
 		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
 	return id
 }
 
-func canonical(t *testing.T, n *apptest.Node) []byte {
+func canonical(t *testing.T, n *nodetest.Node) []byte {
 	t.Helper()
 	var b []byte
 	n.Engine.Read(func(s *projections.State) { b, _ = s.Canonical() })
@@ -71,7 +71,7 @@ func retentionCfg() projections.Config {
 // cleanup, a full replay; verify checks snapshot + tail = full log).
 func TestSnapshotEveryNAndStartFromSnapshotPlusTail(t *testing.T) {
 	w := newWritten()
-	n := apptest.Start(t, every(10), w.option())
+	n := nodetest.Start(t, every(10), w.option())
 	d := n.RegisterDevice()
 	var got []string
 	for i := 0; len(got) < 3; i++ { // 5 events a round: three snapshots within a few rounds
@@ -121,7 +121,7 @@ func TestSnapshotEveryNAndStartFromSnapshotPlusTail(t *testing.T) {
 // its content) is refused by its checksum: verify reports it, start-up
 // logs and ignores it, rebuilds from the log and writes a fresh snapshot.
 func TestHandEditedSnapshotRefused(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := work(t, n, d)
 	path, err := n.Snapshot()
@@ -145,18 +145,18 @@ func TestHandEditedSnapshotRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, verr := app.Verify(store, retentionCfg(), nil)
+	_, verr := node.Verify(store, retentionCfg(), nil)
 	store.Close()
-	var v *app.Violation
+	var v *node.Violation
 	if !errors.As(verr, &v) || !errors.Is(verr, snapshots.ErrChecksum) || !strings.Contains(verr.Error(), filepath.Base(path)) {
 		t.Fatalf("verify of an edited snapshot: %v", verr)
 	}
 
-	n2 := apptest.Start(t, apptest.WithDir(n.Dir))
+	n2 := nodetest.Start(t, nodetest.WithDir(n.Dir))
 	if n2.Loaded.Snapshot != nil || len(n2.Loaded.Refused) != 1 || !errors.Is(n2.Loaded.Refused[0].Err, snapshots.ErrChecksum) {
 		t.Fatalf("start-up with an edited snapshot: %+v", n2.Loaded)
 	}
-	if st := apptest.Str(n2.Task(id), "state"); st != projections.StateSucceeded {
+	if st := nodetest.Str(n2.Task(id), "state"); st != projections.StateSucceeded {
 		t.Fatalf("task state %s after start-up", st)
 	}
 	if !bytes.Equal(canonical(t, n2), before) {
@@ -174,7 +174,7 @@ func TestHandEditedSnapshotRefused(t *testing.T) {
 // start-up rebuilds from the log, its projections equal a fresh replay,
 // and it writes a snapshot of the current schema.
 func TestSchemaChangeRebuildsOnStart(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := work(t, n, d)
 	var old *snapshots.Snapshot
@@ -184,7 +184,7 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 		b, _ := s.Canonical()
 		st, _ := projections.Restore(b, s.Config())
 		st.Tasks[id].State = projections.StateRunning
-		old, _ = app.NewSnapshot(st, nil)
+		old, _ = node.NewSnapshot(st, nil)
 	})
 	old.Schema = projections.SchemaVersion - 1
 	if _, err := snapshots.Write(snapshots.Dir(n.Dir), old); err != nil {
@@ -192,7 +192,7 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 	}
 	n.Close() // verify skips (does not fail on) the other-schema snapshot
 
-	n2 := apptest.Start(t, apptest.WithDir(n.Dir))
+	n2 := nodetest.Start(t, nodetest.WithDir(n.Dir))
 	if n2.Loaded.Snapshot != nil || len(n2.Loaded.Refused) != 1 || !errors.Is(n2.Loaded.Refused[0].Err, snapshots.ErrSchema) {
 		t.Fatalf("start-up after a schema change: %+v", n2.Loaded)
 	}
@@ -208,7 +208,7 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 	if !bytes.Equal(canonical(t, n2), want) {
 		t.Fatal("projections after the rebuild differ from a fresh replay")
 	}
-	if st := apptest.Str(n2.Task(id), "state"); st != projections.StateSucceeded {
+	if st := nodetest.Str(n2.Task(id), "state"); st != projections.StateSucceeded {
 		t.Fatalf("task %s", st)
 	}
 	s, err := snapshots.Read(filepath.Join(snapshots.Dir(n.Dir), snapshots.FileName(n2.Head())))
@@ -226,14 +226,14 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 // from the snapshot, one with another secret is refused.
 func TestSnapshotSecretKeyCheck(t *testing.T) {
 	secret := bytes.Repeat([]byte{0xab}, 32)
-	withSecret := func(s []byte) apptest.Option {
-		return apptest.WithConfig(func(c *commands.Config) { c.ClaimSecret = s })
+	withSecret := func(s []byte) nodetest.Option {
+		return nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = s })
 	}
-	n := apptest.Start(t, withSecret(secret))
+	n := nodetest.Start(t, withSecret(secret))
 	d := n.RegisterDevice()
 	n.CreateTask(nil)
-	apptest.Must(t, d.Ready(), 200)
-	apptest.Must(t, d.ClaimWith(apptest.NewKey(), ""), 200) // server-issued
+	nodetest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), 200) // server-issued
 	path, err := n.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -248,12 +248,12 @@ func TestSnapshotSecretKeyCheck(t *testing.T) {
 	}
 	n2.Close()
 	other := bytes.Repeat([]byte{0xcd}, 32)
-	_, err = app.Open(app.Config{DataDir: n.Dir, Manual: true, Commands: func() commands.Config {
+	_, err = node.Open(node.Config{DataDir: n.Dir, Manual: true, Commands: func() commands.Config {
 		c := commands.DefaultConfig()
 		c.ClaimSecret = other
 		return c
 	}(), SnapshotEvery: 100000})
-	if !errors.Is(err, app.ErrSecret) {
+	if !errors.Is(err, node.ErrSecret) {
 		t.Fatalf("another secret: %v", err)
 	}
 }

@@ -1,7 +1,9 @@
-package projections
+package events
 
 import (
 	"fmt"
+	"reflect"
+	"sync"
 
 	"taskledger/ledger"
 )
@@ -78,3 +80,20 @@ func DecodeBody(typ string, schema int, raw []byte) (any, error) {
 
 // EncodeBody encodes a body for an event of typ at its current schema.
 func EncodeBody(body any) ([]byte, error) { return ledger.Marshal(body) }
+
+// bodyTypes maps every event type to the Go type DecodeBody returns for
+// its current schema.
+var bodyTypes = sync.OnceValue(func() map[string]reflect.Type {
+	m := make(map[string]reflect.Type, len(codecs))
+	for typ, c := range codecs {
+		m[typ] = reflect.TypeOf(c.new())
+	}
+	return m
+})
+
+// BodyType is the Go type DecodeBody returns for typ at its current
+// schema; ok is false for an unknown type.
+func BodyType(typ string) (t reflect.Type, ok bool) {
+	t, ok = bodyTypes()[typ]
+	return t, ok
+}

@@ -1,20 +1,21 @@
-package app_test
+package node_test
 
 import (
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// repoRoot is the module root, two levels up from cmd/taskledger/app.
+// repoRoot is the module root, one level up from node/.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("../../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +64,7 @@ func TestPackageBoundaries(t *testing.T) {
 	rules := map[string][]string{
 		"go.etcd.io/bbolt":            {"ledger/", "snapshots/", "bench/", "client/"},
 		"github.com/labstack/echo/v4": {"api/"},
+		"net/http":                    {"api/", "bench/", "client/", "cmd/", "node/"},
 	}
 	fset := token.NewFileSet()
 	for _, rel := range goFiles(t, root) {
@@ -78,6 +80,61 @@ func TestPackageBoundaries(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDomainHasNoHTTP keeps HTTP above the domain: the transitive imports
+// (go list -deps) of the packages that decide, fold, store and encode
+// contain neither net/http nor Echo; api/ maps domain outcomes to HTTP.
+func TestDomainHasNoHTTP(t *testing.T) {
+	root := repoRoot(t)
+	core := []string{"./projections", "./commands", "./ledger", "./snapshots", "./events"}
+	if _, err := os.Stat(filepath.Join(root, "wire")); err == nil {
+		core = append(core, "./wire")
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps"}, core...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "net/http" || strings.HasPrefix(dep, "net/http/") || strings.HasPrefix(dep, "github.com/labstack/") {
+			t.Errorf("a core package depends on %s", dep)
+		}
+	}
+}
+
+// TestNothingImportsCmd keeps cmd/ a leaf: the node is the library
+// (node/), and no package outside cmd/ imports one under it.
+func TestNothingImportsCmd(t *testing.T) {
+	root := repoRoot(t)
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasPrefix(rel, "cmd/") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, "taskledger/cmd/") {
+				t.Errorf("%s imports %s; only cmd/ may", rel, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package projections
+package events
 
 import (
 	"os"
@@ -73,7 +73,7 @@ func TestBodyFastMatchesGeneric(t *testing.T) {
 			}
 		}
 	}
-	src, err := os.ReadFile(filepath.Join("testdata", "v1", "taskledger.db"))
+	src, err := os.ReadFile(filepath.Join("..", "projections", "testdata", "v1", "taskledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

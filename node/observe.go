@@ -1,9 +1,9 @@
-package app
+package node
 
 import (
 	"taskledger/api"
+	"taskledger/events"
 	"taskledger/ledger"
-	"taskledger/projections"
 )
 
 // observeLeases returns the sequencer hook that counts the lease expiries
@@ -11,11 +11,11 @@ import (
 // its claim lease expired, or a stale claim an operator command closed
 // (claim); a complete/fail reported after the running lease expired
 // (running). It reads the bodies the sequencer built (bodies[i] is
-// events[i]'s), so nothing is decoded again.
-func observeLeases(m *api.Metrics) func(events []*ledger.Event, bodies []any) {
-	return func(events []*ledger.Event, bodies []any) {
-		for i, e := range events {
-			if e.Type == projections.EvTaskLateReport {
+// evs[i]'s), so nothing is decoded again.
+func observeLeases(m *api.Metrics) func(evs []*ledger.Event, bodies []any) {
+	return func(evs []*ledger.Event, bodies []any) {
+		for i, e := range evs {
+			if e.Type == events.EvTaskLateReport {
 				m.ObserveLeaseExpiry(api.LeaseRunning)
 			} else if i < len(bodies) && closedStaleClaim(bodies[i]) {
 				m.ObserveLeaseExpiry(api.LeaseClaim)
@@ -26,15 +26,15 @@ func observeLeases(m *api.Metrics) func(events []*ledger.Event, bodies []any) {
 
 func closedStaleClaim(body any) bool {
 	switch b := body.(type) {
-	case *projections.TaskClaimed:
+	case *events.TaskClaimed:
 		return b.PreviousDeviceID != ""
-	case *projections.TaskAmended:
+	case *events.TaskAmended:
 		return b.Closed != nil
-	case *projections.TaskReferenceImageSet:
+	case *events.TaskReferenceImageSet:
 		return b.Closed != nil
-	case *projections.TaskAuthorized:
+	case *events.TaskAuthorized:
 		return b.Closed != nil
-	case *projections.TaskAuthorizationRevoked:
+	case *events.TaskAuthorizationRevoked:
 		return b.Closed != nil
 	}
 	return false
