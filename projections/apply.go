@@ -41,8 +41,22 @@ func (s *State) follows(e *ledger.Event) error {
 
 // applyDecoded folds e, whose body is already decoded, and moves the head.
 func (s *State) applyDecoded(e *ledger.Event, body any) error {
+	var t *Task
+	before := ""
+	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
+	if isTask {
+		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
+			before = t.State
+		}
+	}
 	if err := s.apply(e, body); err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	if isTask && t == nil { // task.created
+		t = s.Tasks[e.Stream[len(taskPrefix):]]
+	}
+	if t != nil && t.State != before {
+		s.counts.move(before, t.State)
 	}
 	s.Head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
 	if s.cfg.IdempotencyRetentionMs > 0 {
@@ -229,9 +243,14 @@ func (s *State) applyExecStep(e *ledger.Event, b *events.TaskExecStep) error {
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, from); err != nil {
 		return err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, b.LeaseExpiresAt)
+	if err != nil {
+		return err
+	}
+	if e.At >= lease {
 		return violation("task %s acted on after its running lease expired", t.ID)
 	}
+	foldLease(t, lease, e.At)
 	if err := checkVersion(t, b.Version); err != nil {
 		return err
 	}
@@ -243,7 +262,7 @@ func (s *State) applyExecStep(e *ledger.Event, b *events.TaskExecStep) error {
 
 // endExecution checks and applies the common part of complete, fail and
 // cancel-ack: the device ends its own live execution.
-func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64) (*Task, error) {
+func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64, judged int64) (*Task, error) {
 	t, err := s.task(e, taskID)
 	if err != nil {
 		return nil, err
@@ -251,9 +270,14 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	if err := holder(t, device, g, exec, StateRunning, StateWaitingConfirmation); err != nil {
 		return nil, err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, judged)
+	if err != nil {
+		return nil, err
+	}
+	if e.At >= lease {
 		return nil, violation("task %s ended after its running lease expired", t.ID)
 	}
+	foldLease(t, lease, e.At)
 	if err := checkVersion(t, version); err != nil {
 		return nil, err
 	}
@@ -261,6 +285,31 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	t.Exec.Ended = true
 	s.releaseDevice(t)
 	return t, nil
+}
+
+// judgedLease is the running lease a decision says it was judged against,
+// checked against the chain: never shorter than the lease the events set
+// (heartbeats that append no event only extend it). 0, in logs written
+// before quiet heartbeats, is the lease the events set.
+func judgedLease(t *Task, recorded int64) (int64, error) {
+	if recorded == 0 {
+		return t.Exec.LeaseExpiresAt, nil
+	}
+	if recorded < t.Exec.LeaseExpiresAt {
+		return 0, violation("task %s decision judged against lease %d, shorter than the running lease %d",
+			t.ID, recorded, t.Exec.LeaseExpiresAt)
+	}
+	return recorded, nil
+}
+
+// foldLease makes a lease-judged event's lease the one the events set, and
+// drops the soft extension it covers, so the live state and a replay (whose
+// soft records are loaded after the fold) agree.
+func foldLease(t *Task, lease, seenAt int64) {
+	t.Exec.LeaseExpiresAt, t.Exec.LastSeenAt = lease, seenAt
+	if t.Exec.SoftLeaseExpiresAt <= lease {
+		t.Exec.SoftLeaseExpiresAt, t.Exec.SoftSeenAt = 0, 0
+	}
 }
 
 // finish ends an applied terminal transition.

@@ -42,13 +42,15 @@ func (s *State) applyHeartbeat(e *ledger.Event, b *events.TaskHeartbeat) error {
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 		return err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	prev, err := judgedLease(t, b.PreviousExpiresAt) // 0: schema 1, the events' lease
+	if err != nil {
+		return err
+	}
+	if e.At >= prev {
 		return violation("task %s heartbeat after its running lease expired", t.ID)
 	}
-	if b.PreviousExpiresAt != 0 && b.PreviousExpiresAt != t.Exec.LeaseExpiresAt { // 0: schema 1, unknown
-		return violation("task %s heartbeat extends lease %d, the running lease is %d", t.ID, b.PreviousExpiresAt, t.Exec.LeaseExpiresAt)
-	}
-	t.Exec.LeaseExpiresAt, t.Exec.Step, t.Exec.LastSeenAt = b.LeaseExpiresAt, b.Step, e.At
+	foldLease(t, b.LeaseExpiresAt, e.At)
+	t.Exec.Step = b.Step
 	s.touchStream(t, e)
 	r := taskReply(t, e.At)
 	r.Step = b.Step
@@ -57,7 +59,7 @@ func (s *State) applyHeartbeat(e *ledger.Event, b *events.TaskHeartbeat) error {
 }
 
 func (s *State) applyCompleted(e *ledger.Event, b *events.TaskCompleted) error {
-	t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
+	t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.LeaseExpiresAt)
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func (s *State) applyCompleted(e *ledger.Event, b *events.TaskCompleted) error {
 }
 
 func (s *State) applyFailed(e *ledger.Event, b *events.TaskFailed) error {
-	t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
+	t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.LeaseExpiresAt)
 	if err != nil {
 		return err
 	}
@@ -85,9 +87,14 @@ func (s *State) applyLateReport(e *ledger.Event, b *events.TaskLateReport) error
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 		return err
 	}
-	if e.At < t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, b.LeaseExpiresAt)
+	if err != nil {
+		return err
+	}
+	if e.At < lease {
 		return violation("task %s late report while its running lease is valid", t.ID)
 	}
+	foldLease(t, lease, t.Exec.LastSeenAt)
 	t.LateReports = append(t.LateReports, LateReport{At: e.At, DeviceID: b.DeviceID, Generation: b.Generation,
 		ExecutionID: b.ExecutionID, Outcome: b.Outcome, Result: b.Result, ReasonCode: b.ReasonCode, Detail: b.Detail})
 	s.touchStream(t, e)
@@ -103,6 +110,16 @@ func (s *State) applyEvidenceAttached(e *ledger.Event, b *events.TaskEvidenceAtt
 	}
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 		return err
+	}
+	if b.LeaseExpiresAt != 0 { // logs before quiet heartbeats did not record it
+		lease, err := judgedLease(t, b.LeaseExpiresAt)
+		if err != nil {
+			return err
+		}
+		if e.At >= lease {
+			return violation("task %s evidence after its running lease expired", t.ID)
+		}
+		foldLease(t, lease, e.At)
 	}
 	ev := Evidence{ID: b.EvidenceID, ExecutionID: b.ExecutionID, SHA256: b.SHA256, Size: b.Size, Kind: b.Kind, CapturedAt: b.CapturedAt}
 	t.Evidence = append(t.Evidence, ev)

@@ -61,7 +61,7 @@ func (s *State) applyCanceled(e *ledger.Event, b *events.TaskCanceled) error {
 		if !t.CancelRequested {
 			return violation("task %s cancel-ack without a cancel request", t.ID)
 		}
-		if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version); err != nil {
+		if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.LeaseExpiresAt); err != nil {
 			return err
 		}
 	} else {
@@ -92,9 +92,17 @@ func (s *State) applyRecovered(e *ledger.Event, b *events.TaskRecovered) error {
 	revoked := d != nil && d.Status == DeviceStatusRevoked
 	switch {
 	case t.Started():
-		if t.Exec == nil || t.Exec.ID != b.ExecutionID || (e.At < t.Exec.LeaseExpiresAt && !revoked) {
+		if t.Exec == nil || t.Exec.ID != b.ExecutionID {
 			return violation("task %s recovered while its execution is live", t.ID)
 		}
+		lease, err := judgedLease(t, b.LeaseExpiresAt)
+		if err != nil {
+			return err
+		}
+		if e.At < lease && !revoked {
+			return violation("task %s recovered while its execution is live", t.ID)
+		}
+		foldLease(t, lease, t.Exec.LastSeenAt)
 	case !revoked:
 		return violation("task %s recovered while CLAIMED by an active device", t.ID)
 	}
