@@ -16,7 +16,7 @@ func TestConsoleServesItsFilesUnderAStrictPolicy(t *testing.T) {
 	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := n.CreateTask(map[string]any{"secret_marker": "x"})
-	for path, typ := range map[string]string{"/console/": "text/html", "/console/node.js": "text/javascript",
+	for path, typ := range map[string]string{"/console/": "text/html", "/console/app.js": "text/javascript",
 		"/console/style.css": "text/css", "/console/favicon.svg": "image/svg+xml"} {
 		r := n.Do("GET", path, "", nil, nil)
 		nodetest.Must(t, r, http.StatusOK)
@@ -39,9 +39,9 @@ func TestConsoleServesItsFilesUnderAStrictPolicy(t *testing.T) {
 		regexp.MustCompile(`\son[a-z]+=`).MatchString(page) || strings.Contains(page, "style=") {
 		t.Error("the page holds inline script or style")
 	}
-	if js := string(n.Do("GET", "/console/node.js", "", nil, nil).Body); strings.Contains(js, "innerHTML") ||
+	if js := string(n.Do("GET", "/console/app.js", "", nil, nil).Body); strings.Contains(js, "innerHTML") ||
 		strings.Contains(js, "localStorage") || strings.Contains(js, "insertAdjacentHTML") {
-		t.Error("node.js inserts HTML or uses localStorage")
+		t.Error("app.js inserts HTML or uses localStorage")
 	}
 }
 
@@ -60,7 +60,7 @@ func TestConsoleRoutes(t *testing.T) {
 			t.Errorf("%s: %d → %q, want a redirect to %s", path, res.StatusCode, res.Header.Get("Location"), want)
 		}
 	}
-	for _, path := range []string{"/console/nope.js", "/console/../console.go", "/console/console/node.js", "/console/index.txt"} {
+	for _, path := range []string{"/console/nope.js", "/console/../console.go", "/console/console/app.js", "/console/index.txt"} {
 		if r := n.Do("GET", path, "", nil, nil); r.Status != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", path, r.Status)
 		}

@@ -14,7 +14,7 @@ type ctRoute struct {
 	body         []byte
 }
 
-// ctAuthRoutes returns device and admin routes of issue 2 with plausible
+// ctAuthRoutes returns device and admin routes with plausible
 // bodies (the bodies never matter: authentication answers first).
 func ctAuthRoutes(deviceID, taskID string) (device, admin []ctRoute) {
 	dev := []byte(`{"device_id":"` + deviceID + `","session_id":"` + ctNewID() + `"}`)

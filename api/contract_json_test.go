@@ -72,7 +72,7 @@ func (r ctJSONRoute) invalid() map[string]string {
 }
 
 // TestContractStrictJSON sends every invalid body to every JSON route of
-// issue 2: 400 invalid_request, nothing appended; then the valid body is
+// 400 invalid_request, nothing appended; then the valid body is
 // accepted, which proves the refusals came from the invalid parts.
 func TestContractStrictJSON(t *testing.T) {
 	n := nodetest.Start(t)

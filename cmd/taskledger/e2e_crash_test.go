@@ -1,6 +1,6 @@
 package main_test
 
-// Crash safety of the real binary (issue 2, "Must show"): concurrent
+// Crash safety of the real binary: concurrent
 // claim/release load, SIGKILL at random moments, restart on the same data
 // directory, and proof that every acknowledged command is in the log and
 // that verify passes.

@@ -1,8 +1,8 @@
 package main_test
 
-// Claim races and claim/release churn over real HTTP (issue 2, "Must show":
+// Claim races and claim/release churn over real HTTP:
 // 64 devices racing for one task; 64 devices looping over 200 tasks, then
-// verify and an independent fold of the log's events).
+// verify and an independent fold of the log's events.
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
 package main_test
 
-// verify names the seq of the first violation (issue 2, CLI): a good log is
+// verify names the seq of the first violation: a good log is
 // tampered with through bbolt directly — a flipped byte, a deleted event,
 // two swapped events — and `taskledger verify` must exit 1 naming the
 // right seq.

@@ -1,6 +1,6 @@
 package main
 
-// Regression tests of the spec-compliance review of the command line
+// The command line as the operating contract states it
 // (operations.md): run() in process, so no binary is built.
 
 import (
@@ -43,7 +43,7 @@ func reviewLedger(t *testing.T) (string, string) {
 
 // operations.md: every subcommand takes --data DIR, and flags may stand
 // before or after positional arguments.
-func TestReviewCLIFlagsBeforeOrAfterArguments(t *testing.T) {
+func TestCLIFlagsBeforeOrAfterArguments(t *testing.T) {
 	dir, id := reviewLedger(t)
 	var outs []string
 	for _, args := range [][]string{
@@ -120,7 +120,7 @@ func TestReviewCLIFlagsBeforeOrAfterArguments(t *testing.T) {
 // operations.md: admin-token create prints only the token on stdout; a
 // revoke never creates a ledger (the first serve would then write no
 // initial admin token); names are not limited to [a-z0-9_].
-func TestReviewCLIAdminTokens(t *testing.T) {
+func TestCLIAdminTokens(t *testing.T) {
 	empty := t.TempDir()
 	r := reviewCLI("admin-token", "revoke", "nobody", "--data", empty)
 	if r.code != 1 || !strings.Contains(r.stderr, "no ledger") {
@@ -155,7 +155,7 @@ func TestReviewCLIAdminTokens(t *testing.T) {
 
 // operations.md, Configuration: every serve flag is validated at start
 // with a message naming the setting; TASKLEDGER_… is the fallback.
-func TestReviewCLIServeConfiguration(t *testing.T) {
+func TestCLIServeConfiguration(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	cases := []struct {
 		args []string
@@ -206,7 +206,7 @@ func TestReviewCLIServeConfiguration(t *testing.T) {
 
 // api.md, Test clock: a ledger once served with --clock=manual is marked,
 // and serve without the flag refuses it (nothing written).
-func TestReviewCLIManualLedgerRefusesWallClock(t *testing.T) {
+func TestCLIManualLedgerRefusesWallClock(t *testing.T) {
 	n := nodetest.Start(t)
 	n.CreateTask(nil)
 	n.Close()

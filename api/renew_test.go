@@ -1,6 +1,6 @@
 package api_test
 
-// Issue 3, renew: compare-and-set on expected_lease_expires_at, the new
+// Renew: compare-and-set on expected_lease_expires_at, the new
 // expiry min(now + claim lease, authorization expiry), nothing else
 // changes, no grace, replays answer what was recorded, and 16 concurrent
 // renewals of one claim have exactly one winner.
@@ -30,7 +30,7 @@ func i3ClaimOne(t *testing.T, n *nodetest.Node, ttl time.Duration) *i3Claimed {
 	return &i3Claimed{d: d, id: id, tok: tok, lease: i3Ms(t, m["lease_expires_at"])}
 }
 
-func TestIssue3RenewCompareAndSet(t *testing.T) {
+func TestRenewCompareAndSet(t *testing.T) {
 	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Minute)
@@ -77,7 +77,7 @@ func TestIssue3RenewCompareAndSet(t *testing.T) {
 	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, renewed, ""), 409, "invalid_state")
 }
 
-func TestIssue3RenewCappedAtAuthorizationExpiry(t *testing.T) {
+func TestRenewCappedAtAuthorizationExpiry(t *testing.T) {
 	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, 15*time.Minute)
 	authExp := i3Ms(t, i3Obj(n.Task(c.id), "authorization")["expires_at"])
@@ -96,7 +96,7 @@ func TestIssue3RenewCappedAtAuthorizationExpiry(t *testing.T) {
 	}
 }
 
-func TestIssue3RenewAtExpiryIsExpiredAndNeverRevived(t *testing.T) {
+func TestRenewAtExpiryIsExpiredAndNeverRevived(t *testing.T) {
 	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Duration(c.lease-n.Engine.Now()) * time.Millisecond) // now == lease_expires_at
@@ -119,7 +119,7 @@ func TestIssue3RenewAtExpiryIsExpiredAndNeverRevived(t *testing.T) {
 	nodetest.Must(t, i3Renew(c.d, c.id, c.tok, 1, c.d.Session, c.lease, ""), 404, "claim_not_found")
 }
 
-func TestIssue3RenewReplay(t *testing.T) {
+func TestRenewReplay(t *testing.T) {
 	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Minute)
@@ -162,7 +162,7 @@ func TestIssue3RenewReplay(t *testing.T) {
 	}
 }
 
-func TestIssue3RenewRace16(t *testing.T) {
+func TestRenewRace16(t *testing.T) {
 	n := nodetest.Start(t)
 	c := i3ClaimOne(t, n, time.Hour)
 	n.Advance(time.Minute)

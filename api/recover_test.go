@@ -29,7 +29,7 @@ func i4Events(t *testing.T, l *i4Life) []map[string]any {
 	return out
 }
 
-func TestIssue4RecoverRequeue(t *testing.T) {
+func TestRecoverRequeue(t *testing.T) {
 	l := i4DriveTo(t, i4StRunning)
 	n, old := l.n, *l
 	hbKey := nodetest.NewKey()
@@ -124,7 +124,7 @@ func TestIssue4RecoverRequeue(t *testing.T) {
 	}
 }
 
-func TestIssue4RecoverFail(t *testing.T) {
+func TestRecoverFail(t *testing.T) {
 	l := i4DriveTo(t, i4StWaiting)
 	l.n.Advance(l.n.Engine.Config().RunningLease)
 	r := i4Recover(l, t, "fail", l.ver, "")
@@ -138,7 +138,7 @@ func TestIssue4RecoverFail(t *testing.T) {
 	i4Refuse(t, l, 409, "invalid_state", func() *nodetest.Resp { return i4Recover(l, t, "fail", l.ver+1, "") })
 }
 
-func TestIssue4RecoverRevokedDevice(t *testing.T) {
+func TestRecoverRevokedDevice(t *testing.T) {
 	// A revoked device's task is recoverable at once, even with a live lease.
 	for _, st := range []string{i4StClaimed, i4StRunning} {
 		t.Run(st, func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestIssue4RecoverRevokedDevice(t *testing.T) {
 }
 
 // The recovered task detail, like every task detail, carries no secret.
-func TestIssue4RecoverDetailNoSecret(t *testing.T) {
+func TestRecoverDetailNoSecret(t *testing.T) {
 	l := i4DriveTo(t, i4StRunning)
 	l.n.Advance(l.n.Engine.Config().RunningLease)
 	nodetest.Must(t, l.call(t, "complete", ""), 409, "lease_expired")

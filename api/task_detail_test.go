@@ -11,7 +11,7 @@ import (
 // The task detail shows result, failure, confirmation wait, evidence and
 // recovery, and never a token (client- or server-issued) or a token hash,
 // nor does any other operator read.
-func TestIssue4TaskDetailShowsOutcomesNoSecret(t *testing.T) {
+func TestTaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	secret := bytes.Repeat([]byte{0x5a}, 32)
 	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = secret }))
 	reads := func(l *i4Life) {

@@ -44,7 +44,7 @@ func i4Uploaded(t *testing.T, r *nodetest.Resp, data []byte) map[string]any {
 	return m
 }
 
-func TestIssue4EvidenceUpload(t *testing.T) {
+func TestEvidenceUpload(t *testing.T) {
 	l := i4DriveTo(t, i4StRunning)
 	n := l.n
 	data := i4TinyPNG(t)
@@ -152,7 +152,7 @@ func TestIssue4EvidenceUpload(t *testing.T) {
 	i4NoPath(t, n, d.Body)
 }
 
-func TestIssue4EvidenceOwnership(t *testing.T) {
+func TestEvidenceOwnership(t *testing.T) {
 	n := nodetest.Start(t)
 	cfg := n.Engine.Config()
 	data := i4TinyPNG(t)
@@ -213,7 +213,7 @@ func TestIssue4EvidenceOwnership(t *testing.T) {
 
 // Recorded outcomes and blobs survive a restart: the evidence key replays
 // the same 201, the late report the same 409, and both blobs are served.
-func TestIssue4ReplaysSurviveRestart(t *testing.T) {
+func TestReplaysSurviveRestart(t *testing.T) {
 	n := nodetest.Start(t)
 	img, shot := i4TinyJPEG(t, 5), i4TinyPNG(t)
 	a := i4NewLife(t, n)

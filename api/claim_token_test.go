@@ -1,6 +1,6 @@
 package api_test
 
-// Issue 3, server-issued claim tokens: a claim without X-Claim-Token gets
+// Server-issued claim tokens: a claim without X-Claim-Token gets
 // an HMAC token the server can reproduce from the log (replays, also after
 // a restart), resume returns it, and without a secret such a claim is
 // 400 claim_token_required.
@@ -42,7 +42,7 @@ func i3NoSecretIn(t *testing.T, what string, body []byte, tok string) {
 	}
 }
 
-func TestIssue3ServerIssuedTokenReplaysAcrossRestart(t *testing.T) {
+func TestServerIssuedTokenReplaysAcrossRestart(t *testing.T) {
 	secret := i3Secret(t)
 	n := nodetest.Start(t, i3WithSecret(secret))
 	d := i3ReadyDevice(t, n)
@@ -78,7 +78,7 @@ func TestIssue3ServerIssuedTokenReplaysAcrossRestart(t *testing.T) {
 	nodetest.Must(t, i3Start(d, id, tok, 1, 2), 200)
 }
 
-func TestIssue3ClaimTokenRequiredWithoutSecret(t *testing.T) {
+func TestClaimTokenRequiredWithoutSecret(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	head := n.Head()
@@ -97,7 +97,7 @@ func TestIssue3ClaimTokenRequiredWithoutSecret(t *testing.T) {
 	nodetest.Must(t, d.ClaimWith(key, nodetest.NewClaimToken()), 200)
 }
 
-func TestIssue3ResumeServerIssuedClaim(t *testing.T) {
+func TestResumeServerIssuedClaim(t *testing.T) {
 	n := nodetest.Start(t, i3WithSecret(i3Secret(t)))
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -136,7 +136,7 @@ func TestIssue3ResumeServerIssuedClaim(t *testing.T) {
 	}
 }
 
-func TestIssue3ResumeClientIssuedClaimOnSecretServer(t *testing.T) {
+func TestResumeClientIssuedClaimOnSecretServer(t *testing.T) {
 	n := nodetest.Start(t, i3WithSecret(i3Secret(t)))
 	d := i3ReadyDevice(t, n)
 	n.CreateTask(nil)
@@ -155,7 +155,7 @@ func TestIssue3ResumeClientIssuedClaimOnSecretServer(t *testing.T) {
 // hash to a device token's stored hash. (The real-binary tests cover admin
 // tokens; a device token cannot be chosen over HTTP, so this registers the
 // device through the sequencer with the hash the api would have computed.)
-func TestIssue3SecretEqualToADeviceTokenIsRefused(t *testing.T) {
+func TestSecretEqualToADeviceTokenIsRefused(t *testing.T) {
 	secret := i3Secret(t)
 	for name, h := range map[string]string{
 		"hex text":      commands.HashToken(hex.EncodeToString(secret)),

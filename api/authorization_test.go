@@ -1,6 +1,6 @@
 package api_test
 
-// Issue 3, authorization snapshots: amend, authorize (TTL bounds),
+// Authorization snapshots: amend, authorize (TTL bounds),
 // authorization/revoke, expiry, the cap of the claim lease, and the start
 // that consumes the authorization.
 
@@ -12,7 +12,7 @@ import (
 	"taskledger/node/nodetest"
 )
 
-func TestIssue3AmendMakesTaskIneligibleUntilReauthorized(t *testing.T) {
+func TestAmendMakesTaskIneligibleUntilReauthorized(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	task := i3CreateTask(t, n, map[string]any{"n": 1}, time.Hour)
@@ -62,7 +62,7 @@ func TestIssue3AmendMakesTaskIneligibleUntilReauthorized(t *testing.T) {
 	}
 }
 
-func TestIssue3AmendClosesOnlyAnExpiredClaim(t *testing.T) {
+func TestAmendClosesOnlyAnExpiredClaim(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(map[string]any{"n": 1})
@@ -106,7 +106,7 @@ func TestIssue3AmendClosesOnlyAnExpiredClaim(t *testing.T) {
 	}
 }
 
-func TestIssue3AuthorizeAndRevokeCloseAnExpiredClaim(t *testing.T) {
+func TestAuthorizeAndRevokeCloseAnExpiredClaim(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	a := n.CreateTask(map[string]any{"n": "a"})
@@ -138,7 +138,7 @@ func TestIssue3AuthorizeAndRevokeCloseAnExpiredClaim(t *testing.T) {
 	}
 }
 
-func TestIssue3AuthorizeTTLBounds(t *testing.T) {
+func TestAuthorizeTTLBounds(t *testing.T) {
 	n := nodetest.Start(t)
 	body := func(ttl int64) map[string]any {
 		return map[string]any{"payload": map[string]any{"n": 1}, "authorize": map[string]any{"ttl_seconds": ttl}}
@@ -185,7 +185,7 @@ func TestIssue3AuthorizeTTLBounds(t *testing.T) {
 	nodetest.Must(t, i3Authorize(n2, id2, 1, 2*time.Hour), 200)
 }
 
-func TestIssue3RevokeAuthorization(t *testing.T) {
+func TestRevokeAuthorization(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -206,7 +206,7 @@ func TestIssue3RevokeAuthorization(t *testing.T) {
 	}
 }
 
-func TestIssue3ClaimLeaseCappedAtAuthorizationExpiry(t *testing.T) {
+func TestClaimLeaseCappedAtAuthorizationExpiry(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	task := i3CreateTask(t, n, map[string]any{"n": 1}, 15*time.Minute)
@@ -235,7 +235,7 @@ func TestIssue3ClaimLeaseCappedAtAuthorizationExpiry(t *testing.T) {
 	}
 }
 
-func TestIssue3StartConsumesTheAuthorization(t *testing.T) {
+func TestStartConsumesTheAuthorization(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	d2 := i3ReadyDevice(t, n)

@@ -1,6 +1,6 @@
 package api_test
 
-// Issue 3, device revocation: the revoke route, the device list and
+// Device revocation: the revoke route, the device list and
 // detail, a revoked token rejected at authentication, a claim sequenced
 // before the revocation staying with its task until an operator recovers
 // it (or its lease expires), device_revoked at sequencing, and 100 rounds
@@ -35,7 +35,7 @@ func i3NoDeviceSecret(t *testing.T, what string, body []byte, d *nodetest.Device
 	}
 }
 
-func TestIssue3RevokeDevice(t *testing.T) {
+func TestRevokeDevice(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	d2 := i3ReadyDevice(t, n)
@@ -119,7 +119,7 @@ func TestIssue3RevokeDevice(t *testing.T) {
 	}
 }
 
-func TestIssue3RevokedDevicesExpiredClaimGoesToAnotherDevice(t *testing.T) {
+func TestRevokedDevicesExpiredClaimGoesToAnotherDevice(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -133,7 +133,7 @@ func TestIssue3RevokedDevicesExpiredClaimGoesToAnotherDevice(t *testing.T) {
 	}
 }
 
-func TestIssue3RecoverRunningTaskOfRevokedDevice(t *testing.T) {
+func TestRecoverRunningTaskOfRevokedDevice(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -154,7 +154,7 @@ func TestIssue3RecoverRunningTaskOfRevokedDevice(t *testing.T) {
 // device_revoked, replays included. Over HTTP the revoked token is already
 // refused at authentication, so this drives the sequencer directly with
 // the principal the api authenticated before the revocation.
-func TestIssue3DeviceRevokedAtSequencing(t *testing.T) {
+func TestDeviceRevokedAtSequencing(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -193,7 +193,7 @@ type i3LogEvent struct {
 	Body map[string]any `json:"body"`
 }
 
-func TestIssue3RevocationRacesClaim100Rounds(t *testing.T) {
+func TestRevocationRacesClaim100Rounds(t *testing.T) {
 	n := nodetest.Start(t)
 	outcomes := map[string]int{}
 	for round := range 100 {

@@ -166,7 +166,7 @@ func i4CheckCell(t *testing.T, l *i4Life, w i4Want, send func() *nodetest.Resp) 
 	}
 }
 
-func TestIssue4StateTableDevice(t *testing.T) {
+func TestStateTableDevice(t *testing.T) {
 	table := i4DeviceTable()
 	for _, st := range i4DrivenStates {
 		for _, op := range i4DeviceOps {
@@ -182,7 +182,7 @@ func TestIssue4StateTableDevice(t *testing.T) {
 	}
 }
 
-func TestIssue4StateTableOperator(t *testing.T) {
+func TestStateTableOperator(t *testing.T) {
 	table := i4AdminTable()
 	for _, st := range i4DrivenStates {
 		for _, op := range i4AdminOps {

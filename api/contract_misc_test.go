@@ -1,7 +1,7 @@
 package api_test
 
-// Regression tests of the spec-compliance review: each test names the
-// statement of ../shared/spec it holds the server to.
+// Contract details outside the other files: metrics listing, the test
+// clock route, evidence of unknown tasks, layouts, times, validation.
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ import (
 
 // api.md, Operational routes: /metrics lists at least these series, also
 // on a server that has not sequenced a single command yet.
-func TestReviewMetricsListedFromTheStart(t *testing.T) {
+func TestMetricsListedFromTheStart(t *testing.T) {
 	n := nodetest.Start(t, nodetest.WithWallClock())
 	r := n.Do("GET", "/metrics", "", nil, nil)
 	nodetest.Must(t, r, http.StatusOK)
@@ -35,7 +35,7 @@ func TestReviewMetricsListedFromTheStart(t *testing.T) {
 
 // api.md, Test clock: without --clock=manual the route does not exist
 // (404) — with or without a credential, and nothing is appended.
-func TestReviewTestClockAbsentWithoutFlag(t *testing.T) {
+func TestTestClockAbsentWithoutFlag(t *testing.T) {
 	w := nodetest.Start(t, nodetest.WithWallClock())
 	h := w.Head()
 	for _, tok := range []string{"", w.AdminToken} {
@@ -64,7 +64,7 @@ func TestReviewTestClockAbsentWithoutFlag(t *testing.T) {
 // api.md, Admin error codes: an evidence read of a task that does not
 // exist is 404 task_not_found; an unknown evidence of a known task is a 404
 // too.
-func TestReviewAdminEvidenceOfUnknownTask(t *testing.T) {
+func TestAdminEvidenceOfUnknownTask(t *testing.T) {
 	n := nodetest.Start(t)
 	ctErr(t, n.Do("GET", ctAdminPath+"/tasks/"+ctNewID()+"/evidence/"+ctNewID(), n.AdminToken, nil, nil),
 		http.StatusNotFound, "task_not_found")
@@ -79,7 +79,7 @@ func TestReviewAdminEvidenceOfUnknownTask(t *testing.T) {
 
 // operations.md, The data directory: taskledger.db, blobs/, snapshots/ and
 // the initial admin token (0600) after the first start.
-func TestReviewDataDirectoryLayout(t *testing.T) {
+func TestDataDirectoryLayout(t *testing.T) {
 	n := nodetest.Start(t)
 	for _, name := range []string{"blobs", "snapshots"} {
 		if st, err := os.Stat(filepath.Join(n.Dir, name)); err != nil || !st.IsDir() {
@@ -128,7 +128,7 @@ func reviewTimes(t *testing.T, where string, v any) {
 // in every answer, also when the millisecond part is zero; every device
 // task response carries state, version, claim_generation, server_time and
 // lease_expires_at.
-func TestReviewTimesAndDeviceTaskFields(t *testing.T) {
+func TestTimesAndDeviceTaskFields(t *testing.T) {
 	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -181,7 +181,7 @@ func TestReviewTimesAndDeviceTaskFields(t *testing.T) {
 // api.md, presence heartbeat: versions 1–64 printable ASCII, checks 1–16
 // names [a-z0-9_]{1,32} to booleans, active_task_id and client_time absent
 // or null; no Idempotency-Key (a malformed one is ignored).
-func TestReviewPresenceValidation(t *testing.T) {
+func TestPresenceValidation(t *testing.T) {
 	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	base := func() map[string]any {
@@ -241,7 +241,7 @@ func without(m map[string]any, k string) map[string]any     { delete(m, k); retu
 
 // api.md, POST /admin/devices: required_checks 0–16 names; present, even
 // empty, it replaces the server default; a replay answers without token.
-func TestReviewRegistrationRequiredChecks(t *testing.T) {
+func TestRegistrationRequiredChecks(t *testing.T) {
 	n := nodetest.Start(t)
 	key := nodetest.NewKey()
 	body := map[string]any{"owner_id": ctNewID(), "name": "phone", "required_checks": []string{}}
@@ -283,7 +283,7 @@ func TestReviewRegistrationRequiredChecks(t *testing.T) {
 
 // api.md, GET /admin/tasks: newest first (descending creation seq), the
 // state and device_id filters, limit ≤ 500 and paging by next_cursor.
-func TestReviewAdminTaskListing(t *testing.T) {
+func TestAdminTaskListing(t *testing.T) {
 	n := nodetest.Start(t)
 	var ids []string
 	for i := 0; i < 5; i++ {
@@ -339,7 +339,7 @@ func TestReviewAdminTaskListing(t *testing.T) {
 
 // api.md, Errors: 503 has an empty body and Retry-After; once shutting
 // down, the API answers so.
-func TestReviewUnavailableEmptyBody(t *testing.T) {
+func TestUnavailableEmptyBody(t *testing.T) {
 	n := nodetest.Start(t)
 	n.API.Stopping()
 	res, err := http.Get(n.URL + ctAdminPath + "/tasks")

@@ -1,6 +1,6 @@
 package api_test
 
-// Issue 3, the boundary: now == expires_at is expired, for claim leases,
+// The boundary: now == expires_at is expired, for claim leases,
 // running leases, authorizations and presence — each its own test, with
 // the moment just before as a control.
 
@@ -24,7 +24,7 @@ func i3AdvanceTo(t *testing.T, n *nodetest.Node, at int64) {
 	}
 }
 
-func TestIssue3BoundaryClaimLease(t *testing.T) {
+func TestBoundaryClaimLease(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	before := i3ReadyDevice(t, n)
@@ -55,7 +55,7 @@ func TestIssue3BoundaryClaimLease(t *testing.T) {
 	}
 }
 
-func TestIssue3BoundaryRunningLease(t *testing.T) {
+func TestBoundaryRunningLease(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -92,7 +92,7 @@ func TestIssue3BoundaryRunningLease(t *testing.T) {
 	nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/recover", recover), 200)
 }
 
-func TestIssue3BoundaryAuthorization(t *testing.T) {
+func TestBoundaryAuthorization(t *testing.T) {
 	n := nodetest.Start(t)
 	d := i3ReadyDevice(t, n)
 	task := i3CreateTask(t, n, map[string]any{"n": 1}, 15*time.Minute)
@@ -138,7 +138,7 @@ func TestIssue3BoundaryAuthorization(t *testing.T) {
 	i3Claim(t, d2)
 }
 
-func TestIssue3BoundaryPresence(t *testing.T) {
+func TestBoundaryPresence(t *testing.T) {
 	n := nodetest.Start(t)
 	d1 := n.RegisterDevice()
 	d2 := n.RegisterDevice()

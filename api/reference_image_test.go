@@ -47,7 +47,7 @@ func i4NoPath(t testing.TB, n *nodetest.Node, body []byte) {
 	}
 }
 
-func TestIssue4ReferenceImagePut(t *testing.T) {
+func TestReferenceImagePut(t *testing.T) {
 	n := nodetest.Start(t)
 	l := i4NewLife(t, n)
 	img := i4TinyJPEG(t, 1)
@@ -121,7 +121,7 @@ func TestIssue4ReferenceImagePut(t *testing.T) {
 	}
 }
 
-func TestIssue4ReferenceImageGet(t *testing.T) {
+func TestReferenceImageGet(t *testing.T) {
 	n := nodetest.Start(t)
 	cfg := n.Engine.Config()
 	img := i4TinyJPEG(t, 9)

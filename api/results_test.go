@@ -21,7 +21,7 @@ func i4Refuse(t *testing.T, l *i4Life, status int, code string, send func() *nod
 	}
 }
 
-func TestIssue4CompleteRecordsResult(t *testing.T) {
+func TestCompleteRecordsResult(t *testing.T) {
 	l := i4DriveTo(t, i4StRunning)
 	body := func(result any) map[string]any {
 		b := l.body("complete")
@@ -77,7 +77,7 @@ func TestIssue4CompleteRecordsResult(t *testing.T) {
 	}
 }
 
-func TestIssue4FailRecordsReason(t *testing.T) {
+func TestFailRecordsReason(t *testing.T) {
 	l := i4DriveTo(t, i4StWaiting)
 	body := func(code, detail string) map[string]any {
 		b := l.body("fail")
@@ -104,7 +104,7 @@ func TestIssue4FailRecordsReason(t *testing.T) {
 	}
 }
 
-func TestIssue4ConfirmationWait(t *testing.T) {
+func TestConfirmationWait(t *testing.T) {
 	l := i4DriveTo(t, i4StRunning)
 	i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp {
 		b := l.body("await-confirmation")
@@ -140,7 +140,7 @@ func TestIssue4ConfirmationWait(t *testing.T) {
 	}
 }
 
-func TestIssue4LateReport(t *testing.T) {
+func TestLateReport(t *testing.T) {
 	l := i4DriveTo(t, i4StRunning)
 	l.n.Advance(l.n.Engine.Config().RunningLease) // now == running lease end: expired
 	// Steps before the lease check still answer first.
