@@ -340,6 +340,10 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	beat := func(d *nodetest.Device, id, tok, ex string) {
 		nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "working"}, ""), http.StatusOK)
 	}
+	// The running task has a screenshot; the pending one a reference image.
+	nodetest.Must(t, n.Do("POST", "/api/v1/device/tasks/"+f.running+"/evidence", rd.Token, i4TinyPNG(t), map[string]string{
+		"Idempotency-Key": nodetest.NewKey(), "X-Claim-Token": tok, "X-Claim-Generation": "1", "X-Execution-Id": ex,
+		"X-Evidence-Kind": "screenshot", "X-Captured-At": "2026-03-01T10:00:00.123Z", "Content-Type": "image/png"}), http.StatusCreated)
 	f.stopDev, f.stopMe, f.stopTok, f.stopExec = started()
 	f.keepAlive = func() {
 		beat(rd, f.running, tok, ex)
@@ -350,6 +354,7 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	nodetest.Must(t, ctCancel(n, f.canceled), http.StatusOK)
 	f.cancelMe = n.CreateTask(map[string]any{"job": "to cancel"})
 	f.pending = n.CreateTask(map[string]any{"job": "waits", "nested": map[string]any{"a": []any{1, 2}}})
+	nodetest.Must(t, i4PutImage(n, f.pending, i4TinyJPEG(t, 7), ""), http.StatusOK)
 	// Let the "expired" execution's lease run out while the others live.
 	n.Advance(60 * time.Second)
 	f.keepAlive()
@@ -458,8 +463,12 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	if strings.Contains(html, "token_sha256") || strings.Contains(html, f.stopTok) || strings.Contains(html, "nonce") {
 		t.Error("the detail shows a token, hash or nonce")
 	}
+	p.waitFor("the evidence thumbnail", `[...document.querySelectorAll('#task-body img')].some(i => i.alt.startsWith('Evidence') && i.complete && i.naturalWidth > 0)`)
 	p.checkLayout("detail")
 	p.shot("detail")
+	p.click("button", "← Tasks")
+	p.openTask(f.pending)
+	p.waitFor("the reference image", `[...document.querySelectorAll('#task-body img')].some(i => i.alt === 'Reference image' && i.complete && i.naturalWidth > 0)`)
 
 	// Cancel a PENDING task.
 	p.click("button", "← Tasks")
