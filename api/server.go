@@ -48,6 +48,10 @@ type Options struct {
 	Metrics     *Metrics
 	// Extra registers more routes (metrics, console) on the root.
 	Extra func(e *echo.Echo)
+	// Limits are the request-rate limits (zero: none).
+	Limits Limits
+	// Now is the wall clock of the rate limits (nil: commands.WallClock).
+	Now func() time.Time
 }
 
 // Server is the HTTP interface.
@@ -60,6 +64,8 @@ type Server struct {
 	metrics  *Metrics
 	echo     *echo.Echo
 	stopping atomic.Bool
+	limits   *limiter
+	methods  methodTable
 }
 
 // New builds the server and its routes.
@@ -71,7 +77,12 @@ func New(o Options) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.requestLog, s.gate)
+	now := o.Now
+	if now == nil {
+		now = commands.WallClock{}.Now
+	}
+	s.limits = newLimiter(o.Limits, o.Metrics, now)
+	e.Use(s.requestLog, s.refuseMethod, s.refuseAmbiguous, s.gate)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
@@ -216,6 +227,17 @@ func bearer(c echo.Context) (string, bool) {
 	return hex.EncodeToString(sum[:]), true
 }
 
+// unauthenticated answers a request without a valid token: 429 once its
+// address spent its bucket, else 401; the body is never read and, when
+// there is one, the connection is closed after the answer.
+func (s *Server) unauthenticated(c echo.Context) error {
+	if err := s.limits.address(c); err != nil {
+		return err
+	}
+	closeIfBody(c)
+	return unauthorized(c)
+}
+
 func unauthorized(c echo.Context) error {
 	c.Response().Header().Set("WWW-Authenticate", "Bearer")
 	return c.NoContent(http.StatusUnauthorized)
@@ -239,15 +261,18 @@ func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			h, ok := bearer(c)
 			if !ok {
-				return unauthorized(c)
+				return s.unauthenticated(c)
 			}
 			dev, op := s.identify(h)
 			switch {
 			case dev == nil && op == "":
-				return unauthorized(c)
+				return s.unauthenticated(c)
 			case wantDevice != (dev != nil):
 				return errWrongKind
 			case wantDevice:
+				if err := s.limits.device(c, dev.DeviceID); err != nil {
+					return err
+				}
 				c.Set(ctxDevice, *dev)
 			default:
 				c.Set(ctxOperator, commands.Operator(op))
