@@ -72,6 +72,9 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = func(string, ...any) {}
 	}
+	if err := checkLogPresent(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	fresh := !ledger.Exists(cfg.DataDir)
 	store, err := ledger.Open(cfg.DataDir, ledger.Options{NoSync: cfg.NoSync})
 	if err != nil {
