@@ -138,12 +138,14 @@ func (s *Server) revokeDevice(c echo.Context) error {
 // listDevices: GET /admin/devices.
 func (s *Server) listDevices(c echo.Context) error {
 	out := []any{}
+	var serverTime int64
 	s.eng.ReadNow(func(st *projections.State, now int64) {
+		serverTime = now
 		st.DevicesInOrder(func(d *projections.Device) {
 			out = append(out, deviceDoc(st, d, now, s.eng.Config()))
 		})
 	})
-	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+	return c.JSON(http.StatusOK, map[string]any{"devices": out, "server_time": formatTime(serverTime)})
 }
 
 // getDevice: GET /admin/devices/{id}.
@@ -411,7 +413,11 @@ func (s *Server) listTasks(c echo.Context) error {
 	}
 	tasks := []any{}
 	var next any
+	var counts map[string]int
+	var serverTime int64
+	var head uint64
 	s.eng.ReadNow(func(st *projections.State, now int64) {
+		counts, serverTime, head = st.StateCounts(), now, st.Head.Seq
 		st.TaskIDsNewestFirst(uint64(cursor), func(t *projections.Task) bool {
 			if state != "" && t.State != state {
 				return true
@@ -427,7 +433,8 @@ func (s *Server) listTasks(c echo.Context) error {
 			return true
 		})
 	})
-	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next, "counts": counts,
+		"server_time": formatTime(serverTime), "head_seq": head})
 }
 
 func contains(list []string, s string) bool {
@@ -534,6 +541,34 @@ func (s *Server) getEvidence(c echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "private, no-store")
 	return c.Blob(http.StatusOK, "image/png", data)
+}
+
+// getReferenceImage: GET /admin/tasks/{id}/reference-image — the task's
+// current reference image (the console shows it; devices read theirs
+// through their claim).
+func (s *Server) getReferenceImage(c echo.Context) error {
+	var sha string
+	var exists bool
+	s.eng.Read(func(st *projections.State) {
+		if t := st.Tasks[c.Param("id")]; t != nil {
+			exists = true
+			if t.Image != nil {
+				sha = t.Image.SHA256
+			}
+		}
+	})
+	if !exists {
+		return commands.ErrTaskNotFound
+	}
+	if sha == "" {
+		return commands.ErrNoReferenceImage
+	}
+	data, err := s.blobs.Get(sha)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "private, no-store")
+	return c.Blob(http.StatusOK, "image/jpeg", data)
 }
 
 // advanceClock: POST /admin/test-clock/advance (only with --clock=manual).

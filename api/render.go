@@ -47,8 +47,8 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Exec != nil {
 		doc["execution"] = map[string]any{"id": t.Exec.ID, "started_at": formatTime(t.Exec.StartedAt),
-			"lease_expires_at": formatTime(t.Exec.LeaseExpiresAt), "step": nullStr(t.Exec.Step),
-			"last_seen_at": formatTime(t.Exec.LastSeenAt)}
+			"lease_expires_at": formatTime(t.Exec.Lease()), "step": nullStr(t.Exec.Step),
+			"last_seen_at": formatTime(t.Exec.Seen())}
 	}
 	if t.Result != nil {
 		doc["result"] = json.RawMessage(*t.Result)
@@ -105,7 +105,8 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 		}
 		doc["presence"] = map[string]any{"app_version": p.AppVersion, "os_version": p.OSVersion,
 			"target_app_version": p.TargetAppVersion, "checks": checks, "last_seen_at": formatTime(p.ReceivedAt),
-			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg)}
+			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg),
+			"online":    !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
 	}
 	if t := st.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID {
 		doc["open_task_id"] = t.ID

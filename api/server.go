@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,8 @@ type Options struct {
 	Limits Limits
 	// Now is the wall clock of the rate limits (nil: commands.WallClock).
 	Now func() time.Time
+	// Commits wakes the event streams after each commit (nil: no stream).
+	Commits *Notifier
 }
 
 // Server is the HTTP interface.
@@ -66,11 +69,15 @@ type Server struct {
 	stopping atomic.Bool
 	limits   *limiter
 	methods  methodTable
+	notify   *Notifier
+	done     chan struct{} // closed by Stopping: ends the event streams
+	stopOnce sync.Once
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics}
+	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics,
+		notify: o.Commits, done: make(chan struct{})}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
 	}
@@ -86,7 +93,9 @@ func New(o Options) *Server {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
-	e.GET("/console/", console)
+	e.GET("/console/*", console)
+	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/console/") })
+	e.GET("/favicon.ico", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/favicon.svg") })
 
 	v1 := e.Group("/api/v1")
 	dev := v1.Group("/device", s.authenticate(true))
@@ -110,6 +119,7 @@ func New(o Options) *Server {
 	adm.GET("/tasks/:id", s.getTask)
 	adm.GET("/tasks/:id/events", s.taskEvents)
 	adm.PUT("/tasks/:id/reference-image", s.putReferenceImage)
+	adm.GET("/tasks/:id/reference-image", s.getReferenceImage)
 	adm.POST("/tasks/:id/amend", s.amend)
 	adm.POST("/tasks/:id/authorize", s.authorize)
 	adm.POST("/tasks/:id/authorization/revoke", s.revokeAuthorization)
@@ -117,6 +127,7 @@ func New(o Options) *Server {
 	adm.POST("/tasks/:id/recover", s.recoverTask)
 	adm.GET("/tasks/:id/evidence/:eid", s.getEvidence)
 	adm.GET("/events", s.globalEvents)
+	adm.GET("/events/stream", s.eventStream)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)
 	} else {
@@ -138,7 +149,10 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
 // Stopping makes every later request answer 503 (graceful shutdown).
-func (s *Server) Stopping() { s.stopping.Store(true) }
+func (s *Server) Stopping() {
+	s.stopping.Store(true)
+	s.stopOnce.Do(func() { close(s.done) })
+}
 
 func (s *Server) readyz(c echo.Context) error {
 	if s.stopping.Load() || s.eng.Err() != nil {

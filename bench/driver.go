@@ -33,6 +33,8 @@ type Claim struct {
 	Generation  uint64
 	Version     uint64
 	ExecutionID string
+	// Step is the step the next heartbeat reports (the load sets it).
+	Step string
 }
 
 // Driver is how the generator reaches a ledger: every method is one
@@ -226,7 +228,7 @@ func (p *InProcess) Start(ctx context.Context, d *Device, c *Claim) error {
 
 // Heartbeat implements Driver.
 func (p *InProcess) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, error) {
-	r, err := p.call(ctx, commands.OpHeartbeat, d, c, "working")
+	r, err := p.call(ctx, commands.OpHeartbeat, d, c, c.Step)
 	if err != nil {
 		return false, err
 	}

@@ -302,16 +302,20 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 		// command (amend, authorize, cancel) or the next claim closes it.
 		return nil, ErrInvalidState
 	}
-	if !revoked && (!t.Started() || x.Now < t.Exec.LeaseExpiresAt) {
+	if !revoked && (!t.Started() || x.Now < t.Exec.Lease()) {
 		return nil, ErrLeaseNotExpired
 	}
-	exec := ""
+	exec, lease := "", int64(0)
 	if t.Started() {
-		exec = t.Exec.ID
+		exec, lease = t.Exec.ID, t.Exec.Lease()
 	}
-	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskRecovered, &projections.TaskRecovered{
+	dec = c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskRecovered, &projections.TaskRecovered{
 		TaskID: t.ID, Decision: c.Decision, Reason: c.Reason, DeviceID: t.Claim.DeviceID,
-		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1}), nil
+		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1, LeaseExpiresAt: lease})
+	if exec != "" {
+		dec = dropSoftLease(dec, exec)
+	}
+	return dec, nil
 }
 
 // AdvanceClock moves the manual test clock forward.

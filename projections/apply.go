@@ -41,8 +41,22 @@ func (s *State) follows(e *ledger.Event) error {
 
 // applyDecoded folds e, whose body is already decoded, and moves the head.
 func (s *State) applyDecoded(e *ledger.Event, body any) error {
+	var t *Task
+	before := ""
+	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
+	if isTask {
+		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
+			before = t.State
+		}
+	}
 	if err := s.apply(e, body); err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	if isTask && t == nil { // task.created
+		t = s.Tasks[e.Stream[len(taskPrefix):]]
+	}
+	if t != nil && t.State != before {
+		s.counts.move(before, t.State)
 	}
 	s.Head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
 	if s.cfg.IdempotencyRetentionMs > 0 {
@@ -305,13 +319,15 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 			return err
 		}
-		if e.At >= t.Exec.LeaseExpiresAt {
+		prev, err := judgedLease(t, b.PreviousExpiresAt) // 0: schema 1, the events' lease
+		if err != nil {
+			return err
+		}
+		if e.At >= prev {
 			return violation("task %s heartbeat after its running lease expired", t.ID)
 		}
-		if b.PreviousExpiresAt != 0 && b.PreviousExpiresAt != t.Exec.LeaseExpiresAt { // 0: schema 1, unknown
-			return violation("task %s heartbeat extends lease %d, the running lease is %d", t.ID, b.PreviousExpiresAt, t.Exec.LeaseExpiresAt)
-		}
-		t.Exec.LeaseExpiresAt, t.Exec.Step, t.Exec.LastSeenAt = b.LeaseExpiresAt, b.Step, e.At
+		foldLease(t, b.LeaseExpiresAt, e.At)
+		t.Exec.Step = b.Step
 		s.touchStream(t, e)
 		r := taskReply(t, e.At)
 		r.Step = b.Step
@@ -322,7 +338,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		return s.applyExecStep(e, b)
 
 	case *TaskCompleted:
-		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
+		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.LeaseExpiresAt)
 		if err != nil {
 			return err
 		}
@@ -332,7 +348,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		return nil
 
 	case *TaskFailed:
-		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
+		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.LeaseExpiresAt)
 		if err != nil {
 			return err
 		}
@@ -348,9 +364,14 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 			return err
 		}
-		if e.At < t.Exec.LeaseExpiresAt {
+		lease, err := judgedLease(t, b.LeaseExpiresAt)
+		if err != nil {
+			return err
+		}
+		if e.At < lease {
 			return violation("task %s late report while its running lease is valid", t.ID)
 		}
+		foldLease(t, lease, t.Exec.LastSeenAt)
 		t.LateReports = append(t.LateReports, LateReport{At: e.At, DeviceID: b.DeviceID, Generation: b.Generation,
 			ExecutionID: b.ExecutionID, Outcome: b.Outcome, Result: b.Result, ReasonCode: b.ReasonCode, Detail: b.Detail})
 		s.touchStream(t, e)
@@ -380,7 +401,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 			if !t.CancelRequested {
 				return violation("task %s cancel-ack without a cancel request", t.ID)
 			}
-			if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version); err != nil {
+			if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version, b.LeaseExpiresAt); err != nil {
 				return err
 			}
 		} else {
@@ -410,9 +431,17 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		revoked := d != nil && d.Status == DeviceStatusRevoked
 		switch {
 		case t.Started():
-			if t.Exec == nil || t.Exec.ID != b.ExecutionID || (e.At < t.Exec.LeaseExpiresAt && !revoked) {
+			if t.Exec == nil || t.Exec.ID != b.ExecutionID {
 				return violation("task %s recovered while its execution is live", t.ID)
 			}
+			lease, err := judgedLease(t, b.LeaseExpiresAt)
+			if err != nil {
+				return err
+			}
+			if e.At < lease && !revoked {
+				return violation("task %s recovered while its execution is live", t.ID)
+			}
+			foldLease(t, lease, t.Exec.LastSeenAt)
 		case !revoked:
 			return violation("task %s recovered while CLAIMED by an active device", t.ID)
 		}
@@ -445,6 +474,16 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		}
 		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
 			return err
+		}
+		if b.LeaseExpiresAt != 0 { // logs before quiet heartbeats did not record it
+			lease, err := judgedLease(t, b.LeaseExpiresAt)
+			if err != nil {
+				return err
+			}
+			if e.At >= lease {
+				return violation("task %s evidence after its running lease expired", t.ID)
+			}
+			foldLease(t, lease, e.At)
 		}
 		ev := Evidence{ID: b.EvidenceID, ExecutionID: b.ExecutionID, SHA256: b.SHA256, Size: b.Size, Kind: b.Kind, CapturedAt: b.CapturedAt}
 		t.Evidence = append(t.Evidence, ev)
@@ -562,9 +601,14 @@ func (s *State) applyExecStep(e *ledger.Event, b *TaskExecStep) error {
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, from); err != nil {
 		return err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, b.LeaseExpiresAt)
+	if err != nil {
+		return err
+	}
+	if e.At >= lease {
 		return violation("task %s acted on after its running lease expired", t.ID)
 	}
+	foldLease(t, lease, e.At)
 	if err := checkVersion(t, b.Version); err != nil {
 		return err
 	}
@@ -576,7 +620,7 @@ func (s *State) applyExecStep(e *ledger.Event, b *TaskExecStep) error {
 
 // endExecution checks and applies the common part of complete, fail and
 // cancel-ack: the device ends its own live execution.
-func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64) (*Task, error) {
+func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64, judged int64) (*Task, error) {
 	t, err := s.task(e, taskID)
 	if err != nil {
 		return nil, err
@@ -584,9 +628,14 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	if err := holder(t, device, g, exec, StateRunning, StateWaitingConfirmation); err != nil {
 		return nil, err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, judged)
+	if err != nil {
+		return nil, err
+	}
+	if e.At >= lease {
 		return nil, violation("task %s ended after its running lease expired", t.ID)
 	}
+	foldLease(t, lease, e.At)
 	if err := checkVersion(t, version); err != nil {
 		return nil, err
 	}
@@ -594,6 +643,31 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	t.Exec.Ended = true
 	s.releaseDevice(t)
 	return t, nil
+}
+
+// judgedLease is the running lease a decision says it was judged against,
+// checked against the chain: never shorter than the lease the events set
+// (heartbeats that append no event only extend it). 0, in logs written
+// before quiet heartbeats, is the lease the events set.
+func judgedLease(t *Task, recorded int64) (int64, error) {
+	if recorded == 0 {
+		return t.Exec.LeaseExpiresAt, nil
+	}
+	if recorded < t.Exec.LeaseExpiresAt {
+		return 0, violation("task %s decision judged against lease %d, shorter than the running lease %d",
+			t.ID, recorded, t.Exec.LeaseExpiresAt)
+	}
+	return recorded, nil
+}
+
+// foldLease makes a lease-judged event's lease the one the events set, and
+// drops the soft extension it covers, so the live state and a replay (whose
+// soft records are loaded after the fold) agree.
+func foldLease(t *Task, lease, seenAt int64) {
+	t.Exec.LeaseExpiresAt, t.Exec.LastSeenAt = lease, seenAt
+	if t.Exec.SoftLeaseExpiresAt <= lease {
+		t.Exec.SoftLeaseExpiresAt, t.Exec.SoftSeenAt = 0, 0
+	}
 }
 
 // finish ends an applied terminal transition.

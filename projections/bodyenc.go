@@ -103,20 +103,23 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		}
 		return b, nil
 	case *TaskExecStep:
-		b = mp.MapLen(b, 6)
+		b = mp.MapLen(b, 7)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
 		b = mp.String(append(b, kReason...), v.Reason)
+		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
 		return b, nil
 	case *TaskCompleted:
-		b = mp.MapLen(b, 6)
+		b = mp.MapLen(b, 7)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
 		b = mp.String(append(b, kResult...), v.Result)
+		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
 		return b, nil
 	case *TaskFailed:
-		b = mp.MapLen(b, 7)
+		b = mp.MapLen(b, 8)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
 		b = mp.String(append(b, kReasonCode...), v.ReasonCode)
 		b = mp.String(append(b, kDetail...), v.Detail)
+		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
 		return b, nil
 	case *TaskCancelRequested:
 		b = mp.MapLen(b, 2)
@@ -124,7 +127,7 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		b = mp.String(append(b, kReason...), v.Reason)
 		return b, nil
 	case *TaskCanceled:
-		b = mp.MapLen(b, 7)
+		b = mp.MapLen(b, 8)
 		b = mp.String(append(b, kTaskID...), v.TaskID)
 		b = mp.String(append(b, kBy...), v.By)
 		b = mp.String(append(b, kReason...), v.Reason)
@@ -132,6 +135,7 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		b = mp.Uint(append(b, kGeneration...), v.Generation)
 		b = mp.String(append(b, kExecutionID...), v.ExecutionID)
 		b = mp.Uint(append(b, kVersion...), v.Version)
+		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
 		return b, nil
 	case *DeviceClaimRequiresManual:
 		b = mp.MapLen(b, 3)

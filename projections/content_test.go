@@ -23,7 +23,7 @@ func (f *filler) fill(v reflect.Value) {
 		f.fill(v.Elem())
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
+			if sf := v.Type().Field(i); sf.IsExported() && sf.Tag.Get("msgpack") != "-" { // soft state is not content
 				f.fill(v.Field(i))
 			}
 		}
@@ -343,3 +343,4 @@ func TestContentRestoredClaimQueue(t *testing.T) {
 		}
 	}
 }
+

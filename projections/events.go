@@ -223,6 +223,9 @@ type TaskExecStep struct {
 	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
 	Version     uint64 `msgpack:"version" json:"version"`
 	Reason      string `msgpack:"reason" json:"reason"`
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // TaskCompleted is the body of task.completed.
@@ -233,6 +236,9 @@ type TaskCompleted struct {
 	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
 	Version     uint64 `msgpack:"version" json:"version"`
 	Result      string `msgpack:"result" json:"result"` // canonical JSON object
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // TaskFailed is the body of task.failed.
@@ -244,6 +250,9 @@ type TaskFailed struct {
 	Version     uint64 `msgpack:"version" json:"version"`
 	ReasonCode  string `msgpack:"reason_code" json:"reason_code"`
 	Detail      string `msgpack:"detail" json:"detail"`
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // TaskLateReport is the body of task.late_report.
@@ -256,6 +265,9 @@ type TaskLateReport struct {
 	Result      string `msgpack:"result" json:"result"`
 	ReasonCode  string `msgpack:"reason_code" json:"reason_code"`
 	Detail      string `msgpack:"detail" json:"detail"`
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // TaskCancelRequested is the body of task.cancel_requested.
@@ -274,6 +286,9 @@ type TaskCanceled struct {
 	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
 	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
 	Version     uint64 `msgpack:"version" json:"version"`
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // Recovery decisions.
@@ -291,6 +306,9 @@ type TaskRecovered struct {
 	Generation  uint64 `msgpack:"claim_generation" json:"claim_generation"`
 	ExecutionID string `msgpack:"execution_id" json:"execution_id"`
 	Version     uint64 `msgpack:"version" json:"version"`
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // TaskEvidenceAttached is the body of task.evidence_attached.
@@ -304,6 +322,9 @@ type TaskEvidenceAttached struct {
 	Size        int64  `msgpack:"size" json:"size"`
 	Kind        string `msgpack:"kind" json:"kind"`
 	CapturedAt  int64  `msgpack:"captured_at" json:"captured_at"`
+	// LeaseExpiresAt is the running lease this decision was judged against
+	// (0 in logs written before quiet heartbeats: the lease the events set).
+	LeaseExpiresAt int64 `msgpack:"lease_expires_at" json:"lease_expires_at,omitempty"`
 }
 
 // DeviceRegistered is the body of device.registered.

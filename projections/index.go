@@ -182,6 +182,10 @@ func (s *State) joinTaskIndexes(parts []taskIndexes) {
 		s.queue = append(s.queue, p.queue...)
 		s.claimExpiry = append(s.claimExpiry, p.expiry...)
 	}
+	s.counts = stateCounts{}
+	for _, t := range s.taskOrder {
+		s.counts.move("", t.State)
+	}
 	s.queueCounter = s.Head.Seq
 	if n := len(s.taskOrder); n > 0 {
 		s.queueCounter = max(s.queueCounter, s.taskOrder[n-1].CreateSeq)

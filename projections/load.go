@@ -56,6 +56,7 @@ const presizeRecords = 1 << 21
 const (
 	softPresence = "presence/"
 	softIdem     = "idem/"
+	softLease    = "lease/"
 )
 
 // LoadSoft loads device presence (marked Restored: a restarted server
@@ -68,6 +69,17 @@ func (s *State) LoadSoft(src Source) error {
 		}
 		p.Restored = true
 		s.Presence[strings.TrimPrefix(key, softPresence)] = &p
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = src.SoftRecords(softLease, func(key string, v []byte) error {
+		var l SoftLease
+		if err := ledger.Unmarshal(v, &l); err != nil {
+			return fmt.Errorf("%w: running lease %s: %v", ledger.ErrCorrupt, key, err)
+		}
+		s.ApplySoftLease(&l)
 		return nil
 	})
 	if err != nil {
@@ -99,3 +111,18 @@ func (s *State) LoadSoft(src Source) error {
 // equal projections. Soft state and indexes are not included. It is
 // Capture().Encode(), so a snapshot taken from a capture has these bytes.
 func (s *State) Canonical() ([]byte, error) { return s.Capture().Encode() }
+
+// CanonicalWithSoft is Canonical followed by the soft running leases: equal
+// bytes mean equal projections, quiet heartbeats included. A rebuild that
+// loaded the soft records (Rebuild, LoadSoft) equals the live state here.
+func (s *State) CanonicalWithSoft() ([]byte, error) {
+	b, err := s.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	soft, err := ledger.Marshal(s.SoftLeases())
+	if err != nil {
+		return nil, err
+	}
+	return append(b, soft...), nil
+}

@@ -168,6 +168,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	}
 	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
 	observe := observeLeases(metrics)
+	commits := api.NewNotifier()
 	var log commands.Log = store
 	if cfg.WrapLog != nil {
 		log = cfg.WrapLog(store)
@@ -177,6 +178,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			snap.committed(head)
 			observe(events, bodies)
+			commits.Notify()
 		}})
 	snap.start(eng)
 	switch {
@@ -190,7 +192,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		snap.trigger()
 	}
 	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, AdminTokens: admins, ManualClock: cfg.Manual,
-		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register})
+		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits})
 	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, cfg: cfg, snap: snap}, nil
 }
 

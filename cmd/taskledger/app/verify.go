@@ -95,12 +95,15 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if head.Seq != prev.Seq || !bytes.Equal(head.Hash, prev.Hash) {
 		return nil, &Violation{Seq: prev.Seq, Err: fmt.Errorf("head record names seq %d, the log ends at %d", head.Seq, prev.Seq)}
 	}
+	if err := st.LoadSoft(store); err != nil {
+		return nil, &Violation{Err: fmt.Errorf("soft records: %w", err)}
+	}
 	again, err := projections.Rebuild(store, cfg)
 	if err != nil {
 		return nil, &Violation{Err: fmt.Errorf("second replay: %w", err)}
 	}
-	a, _ := st.Canonical()
-	b, _ := again.Canonical()
+	a, _ := st.CanonicalWithSoft()
+	b, _ := again.CanonicalWithSoft()
 	if !bytes.Equal(a, b) {
 		return nil, &Violation{Err: errors.New("replaying the log twice gave different projections")}
 	}

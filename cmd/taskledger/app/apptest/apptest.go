@@ -83,8 +83,18 @@ func (n *Node) Close() {
 	var live []byte
 	var cfg projections.Config
 	n.Engine.Read(func(s *projections.State) {
-		live, _ = s.Canonical()
+		live, _ = s.CanonicalWithSoft()
 		cfg = s.Config()
+		if err := s.CheckStateCounts(); err != nil {
+			n.T.Errorf("apptest: live %v", err)
+		}
+		if raw, err := s.Canonical(); err == nil {
+			if r, err := projections.Restore(raw, cfg); err != nil {
+				n.T.Errorf("apptest: restore: %v", err)
+			} else if err := r.CheckStateCounts(); err != nil {
+				n.T.Errorf("apptest: restored %v", err)
+			}
+		}
 	})
 	if err := n.Node.Close(); err != nil {
 		n.T.Errorf("apptest: close: %v", err)
@@ -109,7 +119,7 @@ func CheckLedger(t testing.TB, dir string, cfg projections.Config, live []byte) 
 		return
 	}
 	if live != nil {
-		rebuilt, _ := rep.State.Canonical()
+		rebuilt, _ := rep.State.CanonicalWithSoft()
 		if !bytes.Equal(rebuilt, live) {
 			t.Errorf("apptest: projections rebuilt from the log differ from the live ones")
 		}
