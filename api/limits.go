@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -131,14 +133,49 @@ func (l *limiter) refuse(c echo.Context, kind string, wait time.Duration) error 
 }
 
 // closeIfBody closes the connection after the answer when the request has
-// a body that was not read. Go's server would otherwise read up to 256 KiB
-// of it to keep the connection: a read deadline in the past makes that
-// read fail at once, and the connection closes once the answer is out.
+// a body that was not read.
 func closeIfBody(c echo.Context) {
 	if r := c.Request(); r.ContentLength != 0 {
 		c.Response().Header().Set("Connection", "close")
-		_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Unix(1, 0))
 	}
+}
+
+// rstAvoidance is how long a refused connection is kept half-closed after
+// its answer so that the client reads the answer before the close.
+const rstAvoidance = 500 * time.Millisecond
+
+// answerAndClose writes status (empty body, the headers already set) on
+// the raw HTTP/1 connection without reading the request body, closes the
+// sending side, and drops whatever the client still sends for a moment
+// before closing (so the client sees the answer, not a reset). It reports
+// false when the connection cannot be taken over (HTTP/2: the stream is
+// reset by the server instead).
+func answerAndClose(c echo.Context, status int) bool {
+	r := c.Request()
+	if r.ProtoMajor != 1 || r.ContentLength == 0 {
+		return false
+	}
+	conn, rw, err := http.NewResponseController(c.Response()).Hijack()
+	if err != nil {
+		return false
+	}
+	h := c.Response().Header()
+	h.Set("Connection", "close")
+	h.Set("Content-Length", "0")
+	c.Response().Status = status
+	fmt.Fprintf(rw, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	_ = h.Write(rw)
+	rw.WriteString("\r\n")
+	_ = rw.Flush()
+	go func() {
+		defer conn.Close()
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(rstAvoidance)) //tl:wallclock a network deadline, not ledger time
+		_, _ = io.Copy(io.Discard, io.LimitReader(conn, 4<<20))
+	}()
+	return true
 }
 
 // SetLimits sets the request-rate limits; call it before the server

@@ -248,6 +248,10 @@ func (s *Server) unauthenticated(c echo.Context) error {
 	if err := s.limits.address(c); err != nil {
 		return err
 	}
+	c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	if answerAndClose(c, http.StatusUnauthorized) {
+		return nil
+	}
 	closeIfBody(c)
 	return unauthorized(c)
 }
