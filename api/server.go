@@ -68,6 +68,7 @@ type Server struct {
 	echo     *echo.Echo
 	stopping atomic.Bool
 	limits   *limiter
+	storage  storageHealth
 	methods  methodTable
 	notify   *Notifier
 	done     chan struct{} // closed by Stopping: ends the event streams
@@ -155,7 +156,7 @@ func (s *Server) Stopping() {
 }
 
 func (s *Server) readyz(c echo.Context) error {
-	if s.stopping.Load() || s.eng.Err() != nil {
+	if s.stopping.Load() || s.eng.Err() != nil || !s.storageReady() {
 		return unavailable(c)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
@@ -305,5 +306,7 @@ func operator(c echo.Context) commands.Operator   { return c.Get(ctxOperator).(c
 
 // do runs a command through the sequencer.
 func (s *Server) do(c echo.Context, cmd commands.Command) (commands.Result, error) {
-	return s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+	res, err := s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+	s.observeWrite(err)
+	return res, err
 }

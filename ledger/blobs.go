@@ -43,6 +43,9 @@ func (b *Blobs) Put(data []byte) (string, error) {
 		}
 		return name, nil
 	}
+	if err := faultOfBlobs(); err != nil {
+		return "", fmt.Errorf("ledger: blob write: %w", err)
+	}
 	f, err := os.CreateTemp(b.dir, name+".*.tmp")
 	if err != nil {
 		return "", fmt.Errorf("ledger: blob: %w", err)
