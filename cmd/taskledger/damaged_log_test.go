@@ -1,10 +1,19 @@
 package main_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+	bolt "go.etcd.io/bbolt"
+
+	"taskledger/cmd/taskledger/app"
+	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/commands"
 )
 
 // damagedDir returns a data directory with a few events and a snapshot
@@ -82,5 +91,87 @@ func TestMissingLogBesideSnapshotsIsRefused(t *testing.T) {
 	refusedClearly(t, "serve on a missing log", serve(), "missing", "restore")
 	if _, err := os.Stat(db); err == nil {
 		t.Fatalf("serve created a new ledger beside the snapshots")
+	}
+}
+
+func openNode(dir string) (*app.Node, error) {
+	return app.Open(app.Config{DataDir: dir, Manual: true, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
+		Logger: zerolog.Nop()})
+}
+
+// An event whose content no longer matches its hash is refused at start,
+// naming its seq: start-up never folds and serves an edited event.
+func TestStartRefusesAnEditedEvent(t *testing.T) {
+	src, events := goodLedger(t)
+	bad := events - 2
+	dir := tampered(t, src, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		v := append([]byte(nil), b.Get(seqKey(bad))...)
+		v[len(v)-1] ^= 0x80
+		return b.Put(seqKey(bad), v)
+	})
+	n, err := openNode(dir)
+	if err == nil {
+		n.Close()
+		t.Fatalf("a log with an edited event at seq %d was served", bad)
+	}
+	if !errors.Is(err, app.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", bad)) {
+		t.Fatalf("refusal %v, want the broken hash chain at seq %d", err, bad)
+	}
+	r := runCLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual")
+	refusedClearly(t, "serve", r, "hash chain", fmt.Sprintf("seq %d", bad))
+}
+
+// The head of the last commit is kept beside the log: a log that ends
+// before it (an older copy, or bbolt fallen back to its older meta page)
+// is refused at start.
+func TestStartRefusesALogThatEndsBeforeItsHead(t *testing.T) {
+	n := apptest.Start(t)
+	n.CreateTask(map[string]any{"i": 1})
+	n.Close()
+	older, err := os.ReadFile(filepath.Join(n.Dir, "taskledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart()
+	n.CreateTask(map[string]any{"i": 2})
+	head := n.Head()
+	n.Close()
+	if err := os.WriteFile(filepath.Join(n.Dir, "taskledger.db"), older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node, err := openNode(n.Dir)
+	if err == nil {
+		node.Close()
+		t.Fatalf("a log that ends before its last acknowledged commit (seq %d) was served", head)
+	}
+	if !errors.Is(err, app.ErrLogBehindHead) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", head)) {
+		t.Fatalf("refusal %v, want the log behind head seq %d", err, head)
+	}
+}
+
+// An edit of the last event's content that still decodes (a letter of
+// its stored bytes changed) is refused at start: its hash no longer
+// matches, though no later event's prev_hash shows it.
+func TestStartRefusesAnEditedLastEvent(t *testing.T) {
+	src, events := goodLedger(t)
+	dir := tampered(t, src, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		v := append([]byte(nil), b.Get(seqKey(events))...)
+		i := strings.Index(string(v), "complete")
+		if i < 0 {
+			i = strings.Index(string(v), "task.")
+		}
+		if i < 0 {
+			return fmt.Errorf("no text to edit in the last event")
+		}
+		v[i] = 'C'
+		return b.Put(seqKey(events), v)
+	})
+	n, err := openNode(dir)
+	if err == nil {
+		n.Close()
+		t.Fatalf("a log whose last event (seq %d) was edited was served", events)
+	}
+	if !errors.Is(err, app.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", events)) {
+		t.Fatalf("refusal %v, want the broken hash chain at seq %d", err, events)
 	}
 }
