@@ -1,16 +1,22 @@
 package api_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"taskledger/cmd/taskledger/app"
 	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/projections"
 )
 
 // faultyLog fails every append with ENOSPC while full is set.
@@ -80,4 +86,52 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 	// The device's presence survived the failed commit: it claims at once.
 	_, _, claim := ctClaim(t, d)
 	apptest.Must(t, claim, http.StatusOK)
+}
+
+// A blob damaged on disk is never served (its hash is re-checked on every
+// read), and verify reports it.
+func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
+	n := apptest.Start(t)
+	id := n.CreateTask(map[string]any{"k": "v"})
+	jpeg := i4TinyJPEG(t, 9)
+	apptest.Must(t, ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
+		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": apptest.NewKey()}), http.StatusOK)
+	apptest.Must(t, i3Authorize(n, id, apptest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
+	sha := apptest.Str(n.Task(id)["reference_image"].(map[string]any), "sha256")
+	path := filepath.Join(n.Dir, "blobs", sha)
+	damaged := append([]byte(nil), jpeg...)
+	damaged[len(damaged)/2] ^= 0xff
+	if err := os.WriteFile(path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := ctReadyDevice(t, n)
+	tid, tok, claim := ctClaim(t, d)
+	gen := fmt.Sprint(apptest.Num(claim.JSON(), "claim_generation"))
+	get := func() *apptest.Resp {
+		return ctRaw(t, n, "GET", ctDevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
+			map[string]string{"X-Claim-Token": tok, "X-Claim-Generation": gen})
+	}
+	if r := get(); r.Status == http.StatusOK || bytes.Equal(r.Body, damaged) {
+		t.Fatalf("a damaged blob was served: %d", r.Status)
+	}
+	if err := os.WriteFile(path, jpeg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(); r.Status != http.StatusOK || !bytes.Equal(r.Body, jpeg) {
+		t.Fatalf("the repaired blob: %d", r.Status)
+	}
+	n.Close()
+	os.WriteFile(path, damaged, 0o600)
+	store, err := ledger.Open(n.Dir, ledger.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, nil); !errors.Is(err, ledger.ErrBlobDamaged) {
+		t.Fatalf("verify with a damaged blob: %v, want ErrBlobDamaged", err)
+	}
+	os.Truncate(path, 10)
+	if _, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, nil); !errors.Is(err, ledger.ErrBlobDamaged) {
+		t.Fatalf("verify with a short blob: %v, want ErrBlobDamaged", err)
+	}
 }
