@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"taskledger/api"
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // fakeNow is a clock the rate limits refill by.
@@ -25,8 +25,8 @@ func (f *fakeNow) advance(d time.Duration) {
 	f.mu.Unlock()
 }
 
-func limitedNode(t *testing.T, l api.Limits) (*apptest.Node, *fakeNow) {
-	n := apptest.Start(t)
+func limitedNode(t *testing.T, l api.Limits) (*nodetest.Node, *fakeNow) {
+	n := nodetest.Start(t)
 	clk := &fakeNow{t: time.Unix(1_800_000_000, 0)}
 	l.Now = clk.now
 	n.API.SetLimits(l)
@@ -34,7 +34,7 @@ func limitedNode(t *testing.T, l api.Limits) (*apptest.Node, *fakeNow) {
 }
 
 // metricLine returns the /metrics line that starts with prefix.
-func metricLine(t *testing.T, n *apptest.Node, prefix string) string {
+func metricLine(t *testing.T, n *nodetest.Node, prefix string) string {
 	t.Helper()
 	r := n.Do("GET", "/metrics", "", nil, nil)
 	for _, l := range strings.Split(string(r.Body), "\n") {
@@ -53,8 +53,8 @@ func TestDeviceRateLimitRefusesWith429(t *testing.T) {
 	n, clk := limitedNode(t, api.Limits{DeviceRate: 1, DeviceBurst: 2})
 	n.CreateTask(map[string]any{"k": "v"})
 	d := n.RegisterDevice()
-	apptest.Must(t, d.Ready(), http.StatusOK)
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	before := n.Head()
 	r, _ := d.Claim()
 	ctRefused(t, n, before, r, http.StatusTooManyRequests, "rate_limited")
@@ -64,13 +64,13 @@ func TestDeviceRateLimitRefusesWith429(t *testing.T) {
 	ctRefused(t, n, before, d.Ready(), http.StatusTooManyRequests, "rate_limited")
 	// Another device has its own bucket; admins are not limited.
 	other := n.RegisterDevice()
-	apptest.Must(t, other.Ready(), http.StatusOK)
+	nodetest.Must(t, other.Ready(), http.StatusOK)
 	if got := metricLine(t, n, `taskledger_rate_limited_total{limit="device"}`); !strings.HasSuffix(got, " 2") {
 		t.Fatalf("metric %q, want 2 refusals", got)
 	}
 	clk.advance(time.Second)
 	r, _ = d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 }
 
 // Requests that fail authentication spend their address's bucket: past
@@ -86,7 +86,7 @@ func TestUnauthenticatedAddressRateLimit(t *testing.T) {
 		t.Fatalf("Retry-After %q, want 2", r.Header.Get("Retry-After"))
 	}
 	ctErr(t, n.Do("POST", "/api/v1/device/heartbeat", "", map[string]any{}, nil), http.StatusTooManyRequests, "rate_limited")
-	apptest.Must(t, n.Do("GET", "/api/v1/admin/tasks", n.AdminToken, nil, nil), http.StatusOK)
+	nodetest.Must(t, n.Do("GET", "/api/v1/admin/tasks", n.AdminToken, nil, nil), http.StatusOK)
 	if got := metricLine(t, n, `taskledger_rate_limited_total{limit="address"}`); !strings.HasSuffix(got, " 2") {
 		t.Fatalf("metric %q, want 2 refusals", got)
 	}
@@ -95,7 +95,7 @@ func TestUnauthenticatedAddressRateLimit(t *testing.T) {
 }
 
 // send sends a request with repeated headers as given.
-func send(t *testing.T, n *apptest.Node, method, path string, body string, headers [][2]string) *apptest.Resp {
+func send(t *testing.T, n *nodetest.Node, method, path string, body string, headers [][2]string) *nodetest.Resp {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -114,19 +114,19 @@ func send(t *testing.T, n *apptest.Node, method, path string, body string, heade
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	return &apptest.Resp{Status: res.StatusCode, Header: res.Header, Body: raw}
+	return &nodetest.Resp{Status: res.StatusCode, Header: res.Header, Body: raw}
 }
 
 // Two Content-Type or two Authorization headers, or a repeated query
 // parameter, are ambiguous: 400 ambiguous_request, nothing appended.
 func TestAmbiguousRequestsAreRefused(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	before := n.Head()
 	body := `{"payload": {"k": "v"}}`
 	auth := [2]string{"Authorization", "Bearer " + n.AdminToken}
-	key := [2]string{"Idempotency-Key", apptest.NewKey()}
+	key := [2]string{"Idempotency-Key", nodetest.NewKey()}
 	ct := [2]string{"Content-Type", "application/json"}
-	cases := map[string]*apptest.Resp{
+	cases := map[string]*nodetest.Resp{
 		"two Content-Type": send(t, n, "POST", "/api/v1/admin/tasks", body,
 			[][2]string{auth, key, ct, {"Content-Type", "text/plain"}}),
 		"two equal Content-Type": send(t, n, "POST", "/api/v1/admin/tasks", body, [][2]string{auth, key, ct, ct}),
@@ -143,13 +143,13 @@ func TestAmbiguousRequestsAreRefused(t *testing.T) {
 		}
 	}
 	ctSame(t, n, before)
-	apptest.Must(t, send(t, n, "GET", "/api/v1/admin/tasks?limit=1", "", [][2]string{auth}), http.StatusOK)
+	nodetest.Must(t, send(t, n, "GET", "/api/v1/admin/tasks?limit=1", "", [][2]string{auth}), http.StatusOK)
 }
 
 // A lone UTF-16 surrogate escape is refused (400 invalid_request, nothing
 // appended); a proper pair is a character like any other.
 func TestLoneSurrogateEscapeIsRefused(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	before := n.Head()
 	for _, p := range []string{`"\ud800"`, `"\udc00"`, `"a\ud83dx"`, `"\ud83d\u0041"`, `"\ud83d\\ude00"`} {
 		body := `{"payload": {"k": ` + p + `}}`
@@ -162,14 +162,14 @@ func TestLoneSurrogateEscapeIsRefused(t *testing.T) {
 		map[string]string{"Content-Type": "application/json"})
 	ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_request")
 	ok := ctRaw(t, n, "POST", "/api/v1/admin/tasks", n.AdminToken, []byte(`{"payload": {"k": "\ud83d\ude00 \\ud800"}}`), false, ctJSONHeaders(nil))
-	apptest.Must(t, ok, http.StatusCreated)
+	nodetest.Must(t, ok, http.StatusCreated)
 }
 
 // Every route answers HEAD and methods it does not have with 405 and an
 // Allow header naming its methods, before authentication; nothing is
 // appended.
 func TestWrongMethodsAnswer405WithAllow(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	before := n.Head()
 	id := ctNewID()
 	seen := 0

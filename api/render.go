@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -38,7 +39,7 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Auth != nil {
 		doc["authorization"] = map[string]any{"id": t.Auth.ID, "status": authStatus(t, now),
-			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision}
+			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision, "takeover": takeoverName(t.Auth.Takeover)}
 	}
 	if t.Claim != nil {
 		doc["claim"] = map[string]any{"generation": t.Claim.Generation, "device_id": t.Claim.DeviceID,
@@ -117,7 +118,7 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 // eventDoc renders an event for the history routes and export: the body as
 // JSON with its secret-bearing fields (token hashes, nonces) left out.
 func eventDoc(e *ledger.Event, global bool) (map[string]any, error) {
-	body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return nil, err
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/node"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 )
 
@@ -32,7 +32,7 @@ func (l *faultyLog) Append(b *ledger.Batch) error {
 	return l.inner.Append(b)
 }
 
-func mustUnavailable(t *testing.T, what string, r *apptest.Resp) {
+func mustUnavailable(t *testing.T, what string, r *nodetest.Resp) {
 	t.Helper()
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || len(r.Body) != 0 {
 		t.Fatalf("%s: %d %q (Retry-After %q), want 503 with Retry-After and an empty body", what, r.Status, r.Body, r.Header.Get("Retry-After"))
@@ -43,11 +43,11 @@ func mustUnavailable(t *testing.T, what string, r *apptest.Resp) {
 // 500, appends nothing, and /readyz is 503 until the data directory takes
 // writes again; then the same upload succeeds without a restart.
 func TestBlobWriteFailureAnswers503AndRecovers(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	id := n.CreateTask(map[string]any{"k": "v"})
 	jpeg := i4TinyJPEG(t, 3)
-	key := apptest.NewKey()
-	put := func() *apptest.Resp {
+	key := nodetest.NewKey()
+	put := func() *nodetest.Resp {
 		return ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
 			map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": key})
 	}
@@ -57,8 +57,8 @@ func TestBlobWriteFailureAnswers503AndRecovers(t *testing.T) {
 	ctSame(t, n, before)
 	mustUnavailable(t, "readyz on a full disk", n.Do("GET", "/readyz", "", nil, nil))
 	restore()
-	apptest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
-	apptest.Must(t, put(), http.StatusOK)
+	nodetest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
+	nodetest.Must(t, put(), http.StatusOK)
 }
 
 // A commit that fails with ENOSPC answers 503 with Retry-After; /readyz is
@@ -67,7 +67,7 @@ func TestBlobWriteFailureAnswers503AndRecovers(t *testing.T) {
 // presence is not lost either.
 func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 	fl := &faultyLog{}
-	n := apptest.Start(t, func(c *app.Config) {
+	n := nodetest.Start(t, func(c *node.Config) {
 		c.WrapLog = func(l commands.Log) commands.Log { fl.inner = l; return fl }
 	})
 	acked := n.CreateTask(map[string]any{"n": 1})
@@ -79,25 +79,25 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 	mustUnavailable(t, "readyz on a full disk", n.Do("GET", "/readyz", "", nil, nil))
 	fl.full.Store(false)
 	restore()
-	apptest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
+	nodetest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
 	if st, _ := ctState(n, acked); st != "PENDING" {
 		t.Fatalf("acknowledged task lost: state %q", st)
 	}
 	// The device's presence survived the failed commit: it claims at once.
 	_, _, claim := ctClaim(t, d)
-	apptest.Must(t, claim, http.StatusOK)
+	nodetest.Must(t, claim, http.StatusOK)
 }
 
 // A blob damaged on disk is never served (its hash is re-checked on every
 // read), and verify reports it.
 func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	id := n.CreateTask(map[string]any{"k": "v"})
 	jpeg := i4TinyJPEG(t, 9)
-	apptest.Must(t, ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
-		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": apptest.NewKey()}), http.StatusOK)
-	apptest.Must(t, i3Authorize(n, id, apptest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
-	sha := apptest.Str(n.Task(id)["reference_image"].(map[string]any), "sha256")
+	nodetest.Must(t, ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
+		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": nodetest.NewKey()}), http.StatusOK)
+	nodetest.Must(t, i3Authorize(n, id, nodetest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
+	sha := nodetest.Str(n.Task(id)["reference_image"].(map[string]any), "sha256")
 	path := filepath.Join(n.Dir, "blobs", sha)
 	damaged := append([]byte(nil), jpeg...)
 	damaged[len(damaged)/2] ^= 0xff
@@ -106,8 +106,8 @@ func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 	}
 	d := ctReadyDevice(t, n)
 	tid, tok, claim := ctClaim(t, d)
-	gen := fmt.Sprint(apptest.Num(claim.JSON(), "claim_generation"))
-	get := func() *apptest.Resp {
+	gen := fmt.Sprint(nodetest.Num(claim.JSON(), "claim_generation"))
+	get := func() *nodetest.Resp {
 		return ctRaw(t, n, "GET", ctDevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
 			map[string]string{"X-Claim-Token": tok, "X-Claim-Generation": gen})
 	}
@@ -127,11 +127,11 @@ func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if _, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, nil); !errors.Is(err, ledger.ErrBlobDamaged) {
+	if _, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, nil); !errors.Is(err, ledger.ErrBlobDamaged) {
 		t.Fatalf("verify with a damaged blob: %v, want ErrBlobDamaged", err)
 	}
 	os.Truncate(path, 10)
-	if _, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, nil); !errors.Is(err, ledger.ErrBlobDamaged) {
+	if _, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, nil); !errors.Is(err, ledger.ErrBlobDamaged) {
 		t.Fatalf("verify with a short blob: %v, want ErrBlobDamaged", err)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
 
-	"taskledger/cmd/taskledger/app"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/node"
+	"taskledger/node/nodetest"
 )
 
 // damagedDir returns a data directory with a few events and a snapshot
@@ -94,8 +94,8 @@ func TestMissingLogBesideSnapshotsIsRefused(t *testing.T) {
 	}
 }
 
-func openNode(dir string) (*app.Node, error) {
-	return app.Open(app.Config{DataDir: dir, Manual: true, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
+func openNode(dir string) (*node.Node, error) {
+	return node.Open(node.Config{DataDir: dir, Manual: true, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
 		Logger: zerolog.Nop()})
 }
 
@@ -114,7 +114,7 @@ func TestStartRefusesAnEditedEvent(t *testing.T) {
 		n.Close()
 		t.Fatalf("a log with an edited event at seq %d was served", bad)
 	}
-	if !errors.Is(err, app.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", bad)) {
+	if !errors.Is(err, node.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", bad)) {
 		t.Fatalf("refusal %v, want the broken hash chain at seq %d", err, bad)
 	}
 	r := runCLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual")
@@ -125,7 +125,7 @@ func TestStartRefusesAnEditedEvent(t *testing.T) {
 // before it (an older copy, or bbolt fallen back to its older meta page)
 // is refused at start.
 func TestStartRefusesALogThatEndsBeforeItsHead(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	n.CreateTask(map[string]any{"i": 1})
 	n.Close()
 	older, err := os.ReadFile(filepath.Join(n.Dir, "taskledger.db"))
@@ -139,12 +139,12 @@ func TestStartRefusesALogThatEndsBeforeItsHead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(n.Dir, "taskledger.db"), older, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	node, err := openNode(n.Dir)
+	nd, err := openNode(n.Dir)
 	if err == nil {
-		node.Close()
+		nd.Close()
 		t.Fatalf("a log that ends before its last acknowledged commit (seq %d) was served", head)
 	}
-	if !errors.Is(err, app.ErrLogBehindHead) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", head)) {
+	if !errors.Is(err, node.ErrLogBehindHead) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", head)) {
 		t.Fatalf("refusal %v, want the log behind head seq %d", err, head)
 	}
 }
@@ -171,7 +171,7 @@ func TestStartRefusesAnEditedLastEvent(t *testing.T) {
 		n.Close()
 		t.Fatalf("a log whose last event (seq %d) was edited was served", events)
 	}
-	if !errors.Is(err, app.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", events)) {
+	if !errors.Is(err, node.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", events)) {
 		t.Fatalf("refusal %v, want the broken hash chain at seq %d", err, events)
 	}
 }

@@ -12,14 +12,14 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // netServer serves a test node through the serve command's listener and
 // http.Server, configured by the serve flags args.
-func netServer(t *testing.T, args ...string) (*apptest.Node, string) {
+func netServer(t *testing.T, args ...string) (*nodetest.Node, string) {
 	t.Helper()
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	nc, err := parseNet(args, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
