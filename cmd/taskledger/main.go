@@ -251,6 +251,6 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	for _, r := range rep.SkippedSnapshots {
 		fmt.Fprintf(stderr, "taskledger: note: %v (start-up ignores it and rebuilds)\n", r)
 	}
-	fmt.Fprintf(stdout, "ok: %d events, head seq %d, %d snapshots checked\n", rep.Events, rep.Head.Seq, rep.Snapshots)
+	fmt.Fprintf(stdout, "ok: %d events, head seq %d, %d snapshots checked, %d checkpoints checked\n", rep.Events, rep.Head.Seq, rep.Snapshots, rep.Checkpoints)
 	return 0
 }

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"taskledger/api"
+	"taskledger/cmd/taskledger/app"
 	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/ledger"
 	"taskledger/ledger/checkpoint"
 	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
+	"taskledger/projections"
 )
 
 func someEvents(n *apptest.Node, tasks int) {
@@ -207,3 +209,65 @@ func TestProofRoutesRefuseBadParameters(t *testing.T) {
 var errStop = ledger.ErrStop
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// TestVerifyChecksStoredCheckpointsAgainstTheRebuiltTree: verify rebuilds
+// the tree; a stored checkpoint of another key, or of a root the log does
+// not have, fails it.
+func TestVerifyChecksStoredCheckpointsAgainstTheRebuiltTree(t *testing.T) {
+	n := apptest.Start(t)
+	someEvents(n, 3)
+	if _, err := n.Transparency.Sign(); err != nil {
+		t.Fatal(err)
+	}
+	size := n.Transparency.Tree().Size()
+	n.Close()
+	verify := func() error {
+		store, err := ledger.Open(n.Dir, ledger.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}, nil)
+		if err == nil && (rep.Checkpoints < 2 || rep.Tree.Size() != size) {
+			t.Fatalf("verify checked %d checkpoints, tree of %d", rep.Checkpoints, rep.Tree.Size())
+		}
+		return err
+	}
+	if err := verify(); err != nil {
+		t.Fatalf("intact ledger: %v", err)
+	}
+	key, err := checkpoint.LoadKey(n.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := checkpoint.LoadOrCreateKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := mustOpen(t, n.Dir)
+	rebuilt, _ := transparency.Build(st)
+	st.Close()
+	good, _ := rebuilt.Root(size)
+	forged := map[string][]byte{}
+	forged["another key"], _ = other.Sign(checkpoint.Checkpoint{Size: size, Root: good, Time: 1})
+	forged["another root"], _ = key.Sign(checkpoint.Checkpoint{Size: size, Root: make([]byte, 32), Time: 1})
+	for name, note := range forged {
+		store := mustOpen(t, n.Dir)
+		if err := store.PutCheckpoint(size, note); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		if err := verify(); err == nil || !strings.Contains(err.Error(), "checkpoint") {
+			t.Errorf("%s: verify passed or failed for another reason: %v", name, err)
+		}
+	}
+}
+
+func mustOpen(t *testing.T, dir string) *ledger.Store {
+	t.Helper()
+	s, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
