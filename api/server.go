@@ -21,6 +21,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/ledger/transparency"
+	"taskledger/projections"
 )
 
 // Body limits of api.md.
@@ -78,6 +79,12 @@ func New(o Options) *Server {
 		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
+	}
+	if s.metrics != nil && s.eng != nil {
+		s.metrics.WatchNeedingOperator(func() (n int) {
+			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
+			return n
+		})
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

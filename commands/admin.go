@@ -195,6 +195,8 @@ type Authorize struct {
 	TaskID           string
 	ExpectedRevision uint64
 	TTL              time.Duration
+	// Takeover is projections.TakeoverReclaim or TakeoverManual.
+	Takeover string
 }
 
 // Decide authorizes the task.
@@ -212,7 +214,8 @@ func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
 	}
 	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAuthorized, &projections.TaskAuthorized{
 		TaskID: t.ID, Version: v, Closed: closed, Authorization: projections.AuthBody{ID: NewID(), Revision: t.Revision,
-			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()}}), nil
+			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()},
+		Takeover: takeoverOf(c.Takeover)}), nil
 }
 
 // RevokeAuthorization makes a task's authorization ineligible.
@@ -297,12 +300,12 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	}
 	d := x.State.Devices[t.Claim.DeviceID]
 	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
-	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt {
+	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !t.ManualTakeover() {
 		// A stale claim of an active device is not recovered: an operator
 		// command (amend, authorize, cancel) or the next claim closes it.
 		return nil, ErrInvalidState
 	}
-	if !revoked && (!t.Started() || x.Now < t.Exec.Lease()) {
+	if !revoked && !x.State.NeedsOperator(t, x.Now) && (!t.Started() || x.Now < t.Exec.Lease()) {
 		return nil, ErrLeaseNotExpired
 	}
 	exec, lease := "", int64(0)
@@ -328,4 +331,12 @@ func (c *AdvanceClock) Decide(x *Ctx) (*Decision, error) {
 	next := x.Now + c.Seconds*1000
 	return &Decision{ManualClock: &next,
 		Answer: func(*projections.State) Result { return Result{Value: next} }}, nil
+}
+
+// takeoverOf is the policy an authorization records: reclaim unless manual.
+func takeoverOf(p string) string {
+	if p == projections.TakeoverManual {
+		return p
+	}
+	return projections.TakeoverReclaim
 }

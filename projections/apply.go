@@ -209,7 +209,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
 			return err
 		}
-		t.Auth = &Authorization{AuthBody: b.Authorization, Status: AuthActive, CreatedAt: e.At}
+		t.Auth = &Authorization{AuthBody: b.Authorization, Status: AuthActive, CreatedAt: e.At, Takeover: b.Takeover}
 		s.touch(t, e)
 		s.record(e, t, nil, http.StatusOK)
 		return nil
@@ -442,7 +442,7 @@ func (s *State) apply(e *ledger.Event, body any) error {
 				return violation("task %s recovered while its execution is live", t.ID)
 			}
 			foldLease(t, lease, t.Exec.LastSeenAt)
-		case !revoked:
+		case !revoked && !recoverableClaim(t, e.At):
 			return violation("task %s recovered while CLAIMED by an active device", t.ID)
 		}
 		if err := checkVersion(t, b.Version); err != nil {
@@ -553,6 +553,9 @@ func (s *State) applyClaimed(e *ledger.Event, b *TaskClaimed) error {
 	case StateClaimed:
 		if e.At < t.Claim.LeaseExpiresAt {
 			return violation("task %s claimed by %s while %s holds an unexpired claim", t.ID, b.DeviceID, t.Claim.DeviceID)
+		}
+		if err := takeoverRefused(t, e); err != nil {
+			return err
 		}
 	default:
 		return violation("task %s claimed in %s", t.ID, t.State)

@@ -343,4 +343,3 @@ func TestContentRestoredClaimQueue(t *testing.T) {
 		}
 	}
 }
-

@@ -39,4 +39,14 @@ func registerUpcasters() {
 	hb.current = 2
 	hb.upcast[1] = upcastHeartbeatV1
 	codecs[EvTaskHeartbeat] = hb
+
+	added := func(typ string, current int) {
+		c := codecs[typ]
+		for old := 1; old < current; old++ {
+			c.upcast[old] = upcastAddedFields(typ, old, c.new)
+		}
+		c.current = current
+		codecs[typ] = c
+	}
+	added(EvTaskAuthorized, 2) // 2: takeover
 }
