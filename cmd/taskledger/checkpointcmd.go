@@ -121,8 +121,11 @@ func cmdAuditVerify(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if !*consistency {
-		fmt.Fprintln(stderr, "taskledger: audit-verify of a task bundle is not built yet; use audit-verify --consistency OLD NEW --proof FILE --key VERIFIER")
-		return 2
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "usage: taskledger audit-verify FILE [--key VERIFIER] | audit-verify --consistency OLD NEW --proof FILE --key VERIFIER")
+			return 2
+		}
+		return auditVerifyBundle(pos[0], *key, stdout, stderr)
 	}
 	if len(pos) != 2 || *proofFile == "" || *key == "" {
 		fmt.Fprintln(stderr, "usage: taskledger audit-verify --consistency OLD_CHECKPOINT NEW_CHECKPOINT --proof FILE --key VERIFIER")
