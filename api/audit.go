@@ -25,6 +25,7 @@ func (s *Server) auditRoutes(v1, adm *echo.Group) {
 	v1.GET("/checkpoint", s.checkpoint)
 	adm.GET("/proofs/inclusion", s.inclusionProof)
 	adm.GET("/proofs/consistency", s.consistencyProof)
+	adm.GET("/tasks/:id/provenance", s.provenance)
 }
 
 // proofParams reads the named positive integers; optional ones may be
