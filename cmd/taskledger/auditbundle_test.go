@@ -78,3 +78,24 @@ func TestAuditBundleRefusesBadUse(t *testing.T) {
 		t.Fatalf("missing file: %d", r.code)
 	}
 }
+
+func TestAuditBundleOfASucceededTaskVerifies(t *testing.T) {
+	n := apptest.Start(t)
+	d := n.RegisterDevice()
+	id := n.CreateTask(map[string]any{"job": "audit"})
+	apptest.Must(t, d.Ready(), 200)
+	r0, tok := d.Claim()
+	apptest.Must(t, r0, 200)
+	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
+	apptest.Must(t, s, 200)
+	ex := apptest.Str(s.JSON(), "execution_id")
+	apptest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
+	apptest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
+		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
+	n.Close()
+	file, _ := writeBundle(t, n.Dir, id)
+	r := reviewCLI("audit-verify", file)
+	if r.code != 0 || !strings.Contains(r.stdout, "5 events") || !strings.Contains(r.stdout, "task.completed") {
+		t.Fatalf("audit-verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
