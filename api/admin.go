@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -46,7 +47,7 @@ func (s *Server) answerTask(c echo.Context, res commands.Result) error {
 	if doc == nil {
 		return commands.ErrTaskNotFound
 	}
-	return c.JSON(res.Record.Status, doc)
+	return c.JSON(outcomeStatus(res.Record.Outcome), doc)
 }
 
 func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[string]any) error {
@@ -65,7 +66,7 @@ func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[
 	for k, v := range extra {
 		doc[k] = v
 	}
-	return c.JSON(res.Record.Status, doc)
+	return c.JSON(outcomeStatus(res.Record.Outcome), doc)
 }
 
 // registerDevice: POST /admin/devices.
@@ -332,7 +333,7 @@ func (s *Server) recoverTask(c echo.Context) error {
 	id := c.Param("id")
 	cmd := &commands.Recover{TaskID: id, Decision: f.str("decision", true), Reason: reasonField(f),
 		ExpectedVersion: uint64(f.integer("expected_version", true, 1, 1<<53-1))}
-	if f.err == nil && cmd.Decision != projections.RecoverFail && cmd.Decision != projections.RecoverRequeue {
+	if f.err == nil && cmd.Decision != events.RecoverFail && cmd.Decision != events.RecoverRequeue {
 		f.fail(invalid("field \"decision\" must be \"fail\" or \"requeue\""))
 	}
 	if err := f.done(); err != nil {
@@ -477,7 +478,7 @@ func (s *Server) taskEvents(c echo.Context) error {
 		return commands.ErrTaskNotFound
 	}
 	out := []any{}
-	err := s.events.Stream(projections.TaskStream(id), func(e *ledger.Event) error {
+	err := s.events.Stream(events.TaskStream(id), func(e *ledger.Event) error {
 		doc, err := eventDoc(e, false)
 		if err == nil {
 			out = append(out, doc)

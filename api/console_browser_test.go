@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // The console is driven in a real browser (Debian's chromium, headless) at
@@ -78,7 +78,7 @@ func browser(t *testing.T) context.Context {
 type page struct {
 	t      *testing.T
 	ctx    context.Context
-	n      *apptest.Node
+	n      *nodetest.Node
 	shots  string
 	size   string
 	phone  bool
@@ -86,7 +86,7 @@ type page struct {
 	errors []string
 }
 
-func openPage(t *testing.T, actx context.Context, n *apptest.Node, shots, size string, w, h int64, phone bool) *page {
+func openPage(t *testing.T, actx context.Context, n *nodetest.Node, shots, size string, w, h int64, phone bool) *page {
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(cancel)
 	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute) // a hang guard for the whole page
@@ -289,15 +289,15 @@ func (p *page) checkLayout(view string) {
 // fleet is the data one viewport's run acts on: a task in every state.
 type fleet struct {
 	pending, cancelMe, claimed, running, stopMe, expired, waiting, succeeded, failed, canceled string
-	stopDev                                                                                    *apptest.Device
+	stopDev                                                                                    *nodetest.Device
 	stopTok, stopExec                                                                          string
 	keepAlive                                                                                  func()
 }
 
-func makeFleet(t *testing.T, n *apptest.Node) *fleet {
+func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	t.Helper()
 	f := &fleet{}
-	claim := func() (*apptest.Device, string, string) {
+	claim := func() (*nodetest.Device, string, string) {
 		id := n.CreateTask(map[string]any{"job": "demo", "n": 1})
 		d := ctReadyDevice(t, n)
 		got, tok, _ := ctClaim(t, d)
@@ -306,7 +306,7 @@ func makeFleet(t *testing.T, n *apptest.Node) *fleet {
 		}
 		return d, id, tok
 	}
-	started := func() (*apptest.Device, string, string, string) {
+	started := func() (*nodetest.Device, string, string, string) {
 		d, id, tok := claim()
 		return d, id, tok, ctStart(t, d, id, tok, 1)
 	}
@@ -320,18 +320,18 @@ func makeFleet(t *testing.T, n *apptest.Node) *fleet {
 	_, f.claimed, _ = claim()
 	d, id, tok, ex := started()
 	f.succeeded = id
-	apptest.Must(t, d.Call(id, "complete", tok, body(ex, 3, map[string]any{"result": map[string]any{"ok": true}}), ""), http.StatusOK)
+	nodetest.Must(t, d.Call(id, "complete", tok, body(ex, 3, map[string]any{"result": map[string]any{"ok": true}}), ""), http.StatusOK)
 	d, id, tok, ex = started()
 	f.failed = id
-	apptest.Must(t, d.Call(id, "fail", tok, body(ex, 3, map[string]any{"reason_code": "exit_7", "detail": "the job exited 7"}), ""), http.StatusOK)
+	nodetest.Must(t, d.Call(id, "fail", tok, body(ex, 3, map[string]any{"reason_code": "exit_7", "detail": "the job exited 7"}), ""), http.StatusOK)
 	wd, wid, wtok, wex := started()
 	f.waiting = wid
-	apptest.Must(t, wd.Call(wid, "await-confirmation", wtok, body(wex, 3, map[string]any{"reason": "confirm on the phone"}), ""), http.StatusOK)
+	nodetest.Must(t, wd.Call(wid, "await-confirmation", wtok, body(wex, 3, map[string]any{"reason": "confirm on the phone"}), ""), http.StatusOK)
 	_, f.expired, _, _ = started()
-	var rd *apptest.Device
+	var rd *nodetest.Device
 	rd, f.running, tok, ex = started()
-	beat := func(d *apptest.Device, id, tok, ex string) {
-		apptest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "working"}, ""), http.StatusOK)
+	beat := func(d *nodetest.Device, id, tok, ex string) {
+		nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "working"}, ""), http.StatusOK)
 	}
 	f.stopDev, f.stopMe, f.stopTok, f.stopExec = started()
 	f.keepAlive = func() {
@@ -340,7 +340,7 @@ func makeFleet(t *testing.T, n *apptest.Node) *fleet {
 		beat(wd, wid, wtok, wex)
 	}
 	f.canceled = n.CreateTask(map[string]any{"job": "never"})
-	apptest.Must(t, ctCancel(n, f.canceled), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, f.canceled), http.StatusOK)
 	f.cancelMe = n.CreateTask(map[string]any{"job": "to cancel"})
 	f.pending = n.CreateTask(map[string]any{"job": "waits", "nested": map[string]any{"a": []any{1, 2}}})
 	// Let the "expired" execution's lease run out while the others live.
@@ -360,7 +360,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	t.Logf("screenshots in %s", shots)
 	actx := browser(t)
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	for _, vp := range viewports {
 		t.Run(vp.name, func(t *testing.T) {
 			f := makeFleet(t, n)
@@ -451,7 +451,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	}
 	var marker string
 	p.eval(`(window.__noReload = Math.random().toString(36))`, &marker)
-	apptest.Must(t, f.stopDev.Call(f.stopMe, "cancel-ack", f.stopTok, map[string]any{"claim_generation": 1,
+	nodetest.Must(t, f.stopDev.Call(f.stopMe, "cancel-ack", f.stopTok, map[string]any{"claim_generation": 1,
 		"execution_id": f.stopExec, "expected_version": 3}, ""), http.StatusOK)
 	p.waitFor("CANCELED after the device's ack", `document.querySelector('#task-body .state').textContent === 'CANCELED'`)
 	var still string

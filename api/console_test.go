@@ -6,20 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // The console's files are served without data, under a CSP that allows
 // only the page's own files (no inline script or style, no framing), and
 // the page itself holds no inline script or style.
 func TestConsoleServesItsFilesUnderAStrictPolicy(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := n.CreateTask(map[string]any{"secret_marker": "x"})
 	for path, typ := range map[string]string{"/console/": "text/html", "/console/app.js": "text/javascript",
 		"/console/style.css": "text/css", "/console/favicon.svg": "image/svg+xml"} {
 		r := n.Do("GET", path, "", nil, nil)
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, typ) {
 			t.Errorf("%s: content type %q", path, ct)
 		}
@@ -47,7 +47,7 @@ func TestConsoleServesItsFilesUnderAStrictPolicy(t *testing.T) {
 
 // / redirects to the console; unknown or traversing console paths are 404.
 func TestConsoleRoutes(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	client := *n.HTTP
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for path, want := range map[string]string{"/": "/console/", "/console": "/console/", "/favicon.ico": "/console/favicon.svg"} {

@@ -6,18 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // running is a started task and the calls its holder makes.
 type running struct {
-	n       *apptest.Node
-	d       *apptest.Device
+	n       *nodetest.Node
+	d       *nodetest.Device
 	id, tok string
 	exec    string
 }
 
-func startRunning(t *testing.T, n *apptest.Node) *running {
+func startRunning(t *testing.T, n *nodetest.Node) *running {
 	t.Helper()
 	d := ctReadyDevice(t, n)
 	id := n.CreateTask(nil)
@@ -25,23 +25,23 @@ func startRunning(t *testing.T, n *apptest.Node) *running {
 	return &running{n: n, d: d, id: id, tok: tok, exec: ctStart(t, d, id, tok, 1)}
 }
 
-func (r *running) beat(step, key string) *apptest.Resp {
+func (r *running) beat(step, key string) *nodetest.Resp {
 	return r.d.Call(r.id, "heartbeat", r.tok, map[string]any{"claim_generation": 1, "execution_id": r.exec, "step": step}, key)
 }
 
-func (r *running) complete() *apptest.Resp {
-	v := apptest.Num(r.n.Task(r.id), "version")
+func (r *running) complete() *nodetest.Resp {
+	v := nodetest.Num(r.n.Task(r.id), "version")
 	return r.d.Call(r.id, "complete", r.tok, map[string]any{"claim_generation": 1, "execution_id": r.exec,
 		"expected_version": v, "result": map[string]any{"ok": true}}, "")
 }
 
 // lastEvent is the newest event of the log as the admin events route
 // renders it.
-func lastEvent(t *testing.T, n *apptest.Node) map[string]any {
+func lastEvent(t *testing.T, n *nodetest.Node) map[string]any {
 	t.Helper()
 	h := n.Head()
 	r := n.Do("GET", ctAdminPath+"/events?after="+strconv.FormatUint(h-1, 10)+"&limit=1", n.AdminToken, nil, nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	evs := r.JSON()["events"].([]any)
 	if len(evs) != 1 {
 		t.Fatalf("events after %d: %s", h-1, r.Body)
@@ -62,39 +62,39 @@ func rfc(t *testing.T, s string) time.Time {
 // running lease to now + 90 s, and the detail shows the extended lease;
 // one that changes the step appends exactly one task.heartbeat.
 func TestHeartbeatWithSameStepAppendsNoEvent(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := startRunning(t, n)
 
 	before := n.Head()
-	apptest.Must(t, r.beat("download", ""), http.StatusOK) // the first step: one event
-	if n.Head() != before+1 || apptest.Str(lastEvent(t, n), "type") != "task.heartbeat" {
+	nodetest.Must(t, r.beat("download", ""), http.StatusOK) // the first step: one event
+	if n.Head() != before+1 || nodetest.Str(lastEvent(t, n), "type") != "task.heartbeat" {
 		t.Fatalf("a step change appends one task.heartbeat: head %d → %d", before, n.Head())
 	}
 	for i := 0; i < 5; i++ {
 		n.Advance(30 * time.Second)
 		h := n.Head()
 		hb := r.beat("download", "")
-		apptest.Must(t, hb, http.StatusOK)
+		nodetest.Must(t, hb, http.StatusOK)
 		if n.Head() != h {
 			t.Fatalf("quiet heartbeat %d appended %d events", i, n.Head()-h)
 		}
 		m := hb.JSON()
-		if rfc(t, apptest.Str(m, "lease_expires_at")).Sub(rfc(t, apptest.Str(m, "server_time"))) != 90*time.Second ||
-			apptest.Str(m, "step") != "download" || apptest.Str(m, "state") != "RUNNING" {
+		if rfc(t, nodetest.Str(m, "lease_expires_at")).Sub(rfc(t, nodetest.Str(m, "server_time"))) != 90*time.Second ||
+			nodetest.Str(m, "step") != "download" || nodetest.Str(m, "state") != "RUNNING" {
 			t.Fatalf("quiet heartbeat answer: %s", hb.Body)
 		}
 		ex := n.Task(r.id)["execution"].(map[string]any)
-		if apptest.Str(ex, "lease_expires_at") != apptest.Str(m, "lease_expires_at") {
-			t.Fatalf("detail lease %v, answered %s", ex["lease_expires_at"], apptest.Str(m, "lease_expires_at"))
+		if nodetest.Str(ex, "lease_expires_at") != nodetest.Str(m, "lease_expires_at") {
+			t.Fatalf("detail lease %v, answered %s", ex["lease_expires_at"], nodetest.Str(m, "lease_expires_at"))
 		}
 	}
 	h := n.Head()
-	apptest.Must(t, r.beat("upload", ""), http.StatusOK)
+	nodetest.Must(t, r.beat("upload", ""), http.StatusOK)
 	if n.Head() != h+1 {
 		t.Fatalf("a step change appended %d events", n.Head()-h)
 	}
 	ev := lastEvent(t, n)
-	if b := ev["body"].(map[string]any); apptest.Str(b, "step") != "upload" || b["previous_lease_expires_at"] == nil {
+	if b := ev["body"].(map[string]any); nodetest.Str(b, "step") != "upload" || b["previous_lease_expires_at"] == nil {
 		t.Fatalf("step change event: %v", ev)
 	}
 }
@@ -104,19 +104,19 @@ func TestHeartbeatWithSameStepAppendsNoEvent(t *testing.T) {
 // lease expired long ago, the task still completes, and the node's
 // cleanup replays and verifies the log.
 func TestCompleteRecordsTheLeaseItWasJudgedAgainst(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := startRunning(t, n)
-	apptest.Must(t, r.beat("work", ""), http.StatusOK)
+	nodetest.Must(t, r.beat("work", ""), http.StatusOK)
 	var lease string
 	for i := 0; i < 4; i++ { // 4 × 60 s: far past the 90 s the events set
 		n.Advance(60 * time.Second)
 		hb := r.beat("work", "")
-		apptest.Must(t, hb, http.StatusOK)
-		lease = apptest.Str(hb.JSON(), "lease_expires_at")
+		nodetest.Must(t, hb, http.StatusOK)
+		lease = nodetest.Str(hb.JSON(), "lease_expires_at")
 	}
-	apptest.Must(t, r.complete(), http.StatusOK)
+	nodetest.Must(t, r.complete(), http.StatusOK)
 	ev := lastEvent(t, n)
-	if apptest.Str(ev, "type") != "task.completed" || apptest.Str(ev["body"].(map[string]any), "lease_expires_at") != lease {
+	if nodetest.Str(ev, "type") != "task.completed" || nodetest.Str(ev["body"].(map[string]any), "lease_expires_at") != lease {
 		t.Fatalf("completion judged against %s: %v", lease, ev)
 	}
 }
@@ -126,19 +126,19 @@ func TestCompleteRecordsTheLeaseItWasJudgedAgainst(t *testing.T) {
 // replay of that heartbeat answers the same, and the lease ends exactly at
 // its expiry.
 func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := startRunning(t, n)
-	apptest.Must(t, r.beat("work", ""), http.StatusOK)
+	nodetest.Must(t, r.beat("work", ""), http.StatusOK)
 	n.Advance(80 * time.Second)
-	key := apptest.NewKey()
+	key := nodetest.NewKey()
 	first := r.beat("work", key)
-	apptest.Must(t, first, http.StatusOK)
-	lease := rfc(t, apptest.Str(first.JSON(), "lease_expires_at"))
+	nodetest.Must(t, first, http.StatusOK)
+	lease := rfc(t, nodetest.Str(first.JSON(), "lease_expires_at"))
 
 	n = n.Restart()
 	r.n, r.d.N = n, n
 	ex := n.Task(r.id)["execution"].(map[string]any)
-	if !rfc(t, apptest.Str(ex, "lease_expires_at")).Equal(lease) {
+	if !rfc(t, nodetest.Str(ex, "lease_expires_at")).Equal(lease) {
 		t.Fatalf("after restart the lease is %v, want %v", ex["lease_expires_at"], lease)
 	}
 	again := r.beat("work", key)
@@ -147,7 +147,7 @@ func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
 	// 89 s after the quiet heartbeat (well past the events' lease): alive.
 	n.Advance(89 * time.Second)
 	h := n.Head()
-	apptest.Must(t, r.beat("work", ""), http.StatusOK)
+	nodetest.Must(t, r.beat("work", ""), http.StatusOK)
 	if n.Head() != h {
 		t.Fatal("a quiet heartbeat after restart appended an event")
 	}
@@ -160,7 +160,7 @@ func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
 	resp := r.complete()
 	ctErr(t, resp, http.StatusConflict, "lease_expired")
 	ev := lastEvent(t, n)
-	if apptest.Str(ev, "type") != "task.late_report" || ev["body"].(map[string]any)["lease_expires_at"] == nil {
+	if nodetest.Str(ev, "type") != "task.late_report" || ev["body"].(map[string]any)["lease_expires_at"] == nil {
 		t.Fatalf("late report: %v", ev)
 	}
 }
@@ -169,12 +169,12 @@ func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
 // other replay of an ended execution; a new key after the end is refused
 // by the state machine. Nothing is appended either way.
 func TestQuietHeartbeatAfterTheEnd(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := startRunning(t, n)
-	apptest.Must(t, r.beat("work", ""), http.StatusOK)
-	key := apptest.NewKey()
-	apptest.Must(t, r.beat("work", key), http.StatusOK)
-	apptest.Must(t, r.complete(), http.StatusOK)
+	nodetest.Must(t, r.beat("work", ""), http.StatusOK)
+	key := nodetest.NewKey()
+	nodetest.Must(t, r.beat("work", key), http.StatusOK)
+	nodetest.Must(t, r.complete(), http.StatusOK)
 	h := n.Head()
 	ctRefused(t, n, h, r.beat("work", key), http.StatusConflict, "claim_replay_expired")
 	ctRefused(t, n, h, r.beat("work", ""), http.StatusNotFound, "claim_not_found")

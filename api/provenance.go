@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -40,7 +41,7 @@ func (s *Server) provenance(c echo.Context) error {
 	}
 	mine := map[uint64]bool{}
 	var last uint64
-	if err := s.events.Stream(projections.TaskStream(id), func(e *ledger.Event) error {
+	if err := s.events.Stream(events.TaskStream(id), func(e *ledger.Event) error {
 		mine[e.Seq], last = true, e.Seq
 		return nil
 	}); err != nil {

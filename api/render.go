@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -117,7 +118,7 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 // eventDoc renders an event for the history routes and export: the body as
 // JSON with its secret-bearing fields (token hashes, nonces) left out.
 func eventDoc(e *ledger.Event, global bool) (map[string]any, error) {
-	body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return nil, err
 	}

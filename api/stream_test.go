@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // sseEvent is one event of the stream.
@@ -28,7 +28,7 @@ type sseClient struct {
 	cancel context.CancelFunc
 }
 
-func openStream(t *testing.T, n *apptest.Node, query string, headers map[string]string) *sseClient {
+func openStream(t *testing.T, n *nodetest.Node, query string, headers map[string]string) *sseClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", n.URL+ctAdminPath+"/events/stream"+query, nil)
@@ -96,7 +96,7 @@ func (c *sseClient) next() sseEvent {
 // of GET /admin/events with id = seq, and then each new commit as it
 // happens.
 func TestEventStreamSendsCommittedEventsInOrder(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	a := n.CreateTask(nil)
 	head := n.Head()
 	s := openStream(t, n, "?after=0", nil)
@@ -107,7 +107,7 @@ func TestEventStreamSendsCommittedEventsInOrder(t *testing.T) {
 	for i := uint64(1); i <= head; i++ {
 		ev := s.next()
 		want := page[i-1].(map[string]any)
-		if ev.ID != strconv.FormatUint(i, 10) || ev.Type != want["type"] || apptest.Num(ev.Doc, "seq") != i ||
+		if ev.ID != strconv.FormatUint(i, 10) || ev.Type != want["type"] || nodetest.Num(ev.Doc, "seq") != i ||
 			ev.Doc["stream"] != want["stream"] {
 			t.Fatalf("event %d: %+v, want %v", i, ev, want)
 		}
@@ -118,7 +118,7 @@ func TestEventStreamSendsCommittedEventsInOrder(t *testing.T) {
 	if ev.Type != "device.registered" || ev.ID != strconv.FormatUint(head+1, 10) {
 		t.Fatalf("live event: %+v", ev)
 	}
-	apptest.Must(t, ctCancel(n, a), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
 	if ev := s.next(); ev.Type != "task.canceled" || ev.Doc["stream"] != "task/"+a {
 		t.Fatalf("live cancel: %+v", ev)
 	}
@@ -127,7 +127,7 @@ func TestEventStreamSendsCommittedEventsInOrder(t *testing.T) {
 
 // Last-Event-ID resumes after the seq it names (and wins over after=).
 func TestEventStreamResumesFromLastEventID(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	n.CreateTask(nil)
 	n.CreateTask(nil)
 	head := n.Head()
@@ -140,7 +140,7 @@ func TestEventStreamResumesFromLastEventID(t *testing.T) {
 // Bad requests are refused before the stream starts; the stream needs an
 // admin token.
 func TestEventStreamRefusals(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	ctUnauthorized(t, n.Do("GET", ctAdminPath+"/events/stream", "", nil, nil))
 	for _, tc := range []struct {

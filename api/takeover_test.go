@@ -7,31 +7,31 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // tkTask creates an unauthorized task and authorizes it with the given
 // takeover policy ("" = the field left out).
-func tkTask(t *testing.T, n *apptest.Node, takeover string) string {
+func tkTask(t *testing.T, n *nodetest.Node, takeover string) string {
 	t.Helper()
 	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 1}}, nil)
-	apptest.Must(t, r, http.StatusCreated)
-	id := apptest.Str(r.JSON(), "id")
+	nodetest.Must(t, r, http.StatusCreated)
+	id := nodetest.Str(r.JSON(), "id")
 	tkAuthorize(t, n, id, 1, takeover)
 	return id
 }
 
-func tkAuthorize(t *testing.T, n *apptest.Node, id string, revision uint64, takeover string) {
+func tkAuthorize(t *testing.T, n *nodetest.Node, id string, revision uint64, takeover string) {
 	t.Helper()
 	body := map[string]any{"expected_revision": revision, "ttl_seconds": 3600}
 	if takeover != "" {
 		body["takeover"] = takeover
 	}
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken, body, nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken, body, nil), http.StatusOK)
 }
 
 // tkNeeds returns the task's needs_operator field.
-func tkNeeds(t *testing.T, n *apptest.Node, id string) bool {
+func tkNeeds(t *testing.T, n *nodetest.Node, id string) bool {
 	t.Helper()
 	v, ok := n.Task(id)["needs_operator"].(bool)
 	if !ok {
@@ -41,19 +41,19 @@ func tkNeeds(t *testing.T, n *apptest.Node, id string) bool {
 }
 
 // tkListed returns the ids of GET /admin/tasks?needs_operator=true.
-func tkListed(t *testing.T, n *apptest.Node, query string) []string {
+func tkListed(t *testing.T, n *nodetest.Node, query string) []string {
 	t.Helper()
 	r := n.Do("GET", ctAdminPath+"/tasks?"+query, n.AdminToken, nil, nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	var ids []string
 	for _, x := range r.JSON()["tasks"].([]any) {
-		ids = append(ids, apptest.Str(x.(map[string]any), "id"))
+		ids = append(ids, nodetest.Str(x.(map[string]any), "id"))
 	}
 	return ids
 }
 
 // tkGauge reads taskledger_tasks_needing_operator from /metrics.
-func tkGauge(t *testing.T, n *apptest.Node) string {
+func tkGauge(t *testing.T, n *nodetest.Node) string {
 	t.Helper()
 	r := n.Do("GET", "/metrics", "", nil, nil)
 	for _, line := range strings.Split(string(r.Body), "\n") {
@@ -65,7 +65,7 @@ func tkGauge(t *testing.T, n *apptest.Node) string {
 	return ""
 }
 
-func tkRecover(n *apptest.Node, id, decision string, version uint64) *apptest.Resp {
+func tkRecover(n *nodetest.Node, id, decision string, version uint64) *nodetest.Resp {
 	return n.Do("POST", ctAdminPath+"/tasks/"+id+"/recover", n.AdminToken,
 		map[string]any{"decision": decision, "reason": "device went quiet", "expected_version": version}, nil)
 }
@@ -74,7 +74,7 @@ func tkRecover(n *apptest.Node, id, decision string, version uint64) *apptest.Re
 // hands the task to an operator: no device claims it, the holder is told
 // lease_expired / claim_requires_manual, and only recover moves it.
 func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	a := tkTask(t, n, "manual")
@@ -90,8 +90,8 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	if tkNeeds(t, n, a) || len(tkListed(t, n, "needs_operator=true")) != 0 || tkGauge(t, n) != "0" {
 		t.Fatalf("a live claim needs an operator")
 	}
-	apptest.Must(t, e.Ready(), http.StatusOK)
-	apptest.Must(t, tkClaim(e), http.StatusNoContent)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, tkClaim(e), http.StatusNoContent)
 
 	n.Advance(time.Second) // exactly at the claim lease expiry
 	if !tkNeeds(t, n, a) {
@@ -109,10 +109,10 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	if g := tkGauge(t, n); g != "1" {
 		t.Fatalf("taskledger_tasks_needing_operator = %s, want 1", g)
 	}
-	apptest.Must(t, e.Ready(), http.StatusOK)
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	h := n.Head()
-	apptest.Must(t, tkClaim(e), http.StatusNoContent)
+	nodetest.Must(t, tkClaim(e), http.StatusNoContent)
 	ctSame(t, n, h)
 	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
 	ctRefused(t, n, h, d.Call(a, "lease/renew", tok, map[string]any{"claim_generation": 1, "session_id": d.Session,
@@ -120,7 +120,7 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	// The holder's own claim-next never re-claims it, nor takes another task.
 	other := tkTask(t, n, "")
 	r, _ := d.Claim()
-	apptest.Must(t, r, http.StatusConflict, "claim_requires_manual")
+	nodetest.Must(t, r, http.StatusConflict, "claim_requires_manual")
 	if st, v := ctState(n, a); st != "CLAIMED" || v != 2 {
 		t.Fatalf("task after refusals: %s v%d", st, v)
 	}
@@ -131,14 +131,14 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 
 	// The operator requeues: PENDING, a new authorization needed.
 	r = tkRecover(n, a, "requeue", 2)
-	apptest.Must(t, r, http.StatusOK)
-	if m := r.JSON(); apptest.Str(m, "state") != "PENDING" || m["needs_operator"] != false || tkGauge(t, n) != "0" {
+	nodetest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); nodetest.Str(m, "state") != "PENDING" || m["needs_operator"] != false || tkGauge(t, n) != "0" {
 		t.Fatalf("after requeue: %s", r.Body)
 	}
 	f := ctReadyDevice(t, n)
-	apptest.Must(t, tkClaim(f), http.StatusNoContent)
+	nodetest.Must(t, tkClaim(f), http.StatusNoContent)
 	tkAuthorize(t, n, a, 1, "manual")
-	if got, _, r := ctClaim(t, f); got != a || apptest.Num(r.JSON(), "claim_generation") != 2 {
+	if got, _, r := ctClaim(t, f); got != a || nodetest.Num(r.JSON(), "claim_generation") != 2 {
 		t.Fatalf("after re-authorization f claimed %s: %s", got, r.Body)
 	}
 	n.Restart().Close() // the log, rebuilt and verified, agrees
@@ -150,32 +150,32 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 func TestManualTakeoverAfterRevocation(t *testing.T) {
 	for _, policy := range []string{"manual", "reclaim"} {
 		t.Run(policy, func(t *testing.T) {
-			n := apptest.Start(t)
+			n := nodetest.Start(t)
 			d := ctReadyDevice(t, n)
 			a := tkTask(t, n, policy)
 			ctClaim(t, d)
-			apptest.Must(t, n.Do("POST", ctAdminPath+"/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), http.StatusOK)
+			nodetest.Must(t, n.Do("POST", ctAdminPath+"/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), http.StatusOK)
 			if got := tkNeeds(t, n, a); got != (policy == "manual") {
 				t.Fatalf("needs_operator after revocation = %v", got)
 			}
 			e := ctReadyDevice(t, n)
 			n.Advance(10*time.Minute - time.Second)
-			apptest.Must(t, e.Ready(), http.StatusOK)
-			apptest.Must(t, tkClaim(e), http.StatusNoContent)
+			nodetest.Must(t, e.Ready(), http.StatusOK)
+			nodetest.Must(t, tkClaim(e), http.StatusNoContent)
 			n.Advance(time.Second)
-			apptest.Must(t, e.Ready(), http.StatusOK)
+			nodetest.Must(t, e.Ready(), http.StatusOK)
 			r, _ := e.Claim()
 			if policy == "reclaim" {
-				apptest.Must(t, r, http.StatusOK)
+				nodetest.Must(t, r, http.StatusOK)
 				if ctTaskOf(r) != a {
 					t.Fatalf("reclaim took %s", ctTaskOf(r))
 				}
 				return
 			}
-			apptest.Must(t, r, http.StatusNoContent)
+			nodetest.Must(t, r, http.StatusNoContent)
 			r = tkRecover(n, a, "fail", 2)
-			apptest.Must(t, r, http.StatusOK)
-			if m := r.JSON(); apptest.Str(m, "state") != "FAILED" || m["needs_operator"] != false {
+			nodetest.Must(t, r, http.StatusOK)
+			if m := r.JSON(); nodetest.Str(m, "state") != "FAILED" || m["needs_operator"] != false {
 				t.Fatalf("after recover fail: %s", r.Body)
 			}
 		})
@@ -190,20 +190,20 @@ func TestTakeoverRaceAfterExpiry(t *testing.T) {
 		want   int
 	}{{"manual", 0}, {"reclaim", 1}} {
 		t.Run(tc.policy, func(t *testing.T) {
-			n := apptest.Start(t)
+			n := nodetest.Start(t)
 			holder := ctReadyDevice(t, n)
 			a := tkTask(t, n, tc.policy)
 			ctClaim(t, holder)
-			devs := make([]*apptest.Device, 64)
+			devs := make([]*nodetest.Device, 64)
 			for i := range devs {
 				devs[i] = n.RegisterDevice()
 			}
 			n.Advance(10 * time.Minute)
 			for _, d := range devs {
-				apptest.Must(t, d.Ready(), http.StatusOK)
+				nodetest.Must(t, d.Ready(), http.StatusOK)
 			}
 			var wg sync.WaitGroup
-			codes := make([]*apptest.Resp, len(devs))
+			codes := make([]*nodetest.Resp, len(devs))
 			start := make(chan struct{})
 			for i, d := range devs {
 				wg.Add(1)
@@ -238,9 +238,9 @@ func TestTakeoverRaceAfterExpiry(t *testing.T) {
 // A takeover policy other than reclaim or manual is refused and changes
 // nothing.
 func TestAuthorizeRejectsUnknownTakeover(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 1}}, nil)
-	a := apptest.Str(r.JSON(), "id")
+	a := nodetest.Str(r.JSON(), "id")
 	for _, v := range []any{"never", "", "MANUAL", 1, true} {
 		h := n.Head()
 		r := n.Do("POST", ctAdminPath+"/tasks/"+a+"/authorize", n.AdminToken,
@@ -252,13 +252,13 @@ func TestAuthorizeRejectsUnknownTakeover(t *testing.T) {
 	}
 }
 
-func ctListNeeds(n *apptest.Node, q string) (*apptest.Resp, int) {
+func ctListNeeds(n *nodetest.Node, q string) (*nodetest.Resp, int) {
 	r := n.Do("GET", ctAdminPath+"/tasks?"+q, n.AdminToken, nil, nil)
 	return r, r.Status
 }
 
 // tkClaim sends claim-next with a new key and token.
-func tkClaim(d *apptest.Device) *apptest.Resp {
+func tkClaim(d *nodetest.Device) *nodetest.Resp {
 	r, _ := d.Claim()
 	return r
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
@@ -47,7 +47,7 @@ func checkCounts(t *testing.T, res *Result, devices int) {
 	}
 }
 
-// checkLedger verifies the log in dir (app.Verify) and that it holds
+// checkLedger verifies the log in dir (node.Verify) and that it holds
 // exactly what the run's counts say: registrations and the pool, then one
 // event per event-producing command, every task back to PENDING or
 // CANCELED and no device holding a task.
@@ -58,7 +58,7 @@ func checkLedger(t *testing.T, dir string, res *Result, cfg Config) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}, nil)
+	rep, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}, nil)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}

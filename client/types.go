@@ -2,25 +2,23 @@ package client
 
 import (
 	"encoding/json"
+	"taskledger/wire"
 	"time"
 )
 
-// Task states (domain.md).
+// Task states: the wire's (one set for server and client).
 const (
-	StatePending             = "PENDING"
-	StateClaimed             = "CLAIMED"
-	StateRunning             = "RUNNING"
-	StateWaitingConfirmation = "WAITING_CONFIRMATION"
-	StateSucceeded           = "SUCCEEDED"
-	StateFailed              = "FAILED"
-	StateCanceled            = "CANCELED"
+	StatePending             = wire.StatePending
+	StateClaimed             = wire.StateClaimed
+	StateRunning             = wire.StateRunning
+	StateWaitingConfirmation = wire.StateWaitingConfirmation
+	StateSucceeded           = wire.StateSucceeded
+	StateFailed              = wire.StateFailed
+	StateCanceled            = wire.StateCanceled
 )
 
 // AllStates lists every task state.
-func AllStates() []string {
-	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
-		StateSucceeded, StateFailed, StateCanceled}
-}
+func AllStates() []string { return wire.AllStates() }
 
 // Op names a task-scoped device call; the value is the route suffix.
 type Op string

@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"net/http"
-
 	"taskledger/projections"
 )
 
@@ -31,7 +29,7 @@ func claimAnswer(answer func(*projections.State) Result) func(*projections.State
 	return func(s *projections.State) Result {
 		res := answer(s)
 		r := res.Record
-		if r == nil || r.Status != http.StatusOK {
+		if r == nil || r.Outcome != projections.OutcomeAccepted {
 			return res
 		}
 		if t := s.Tasks[r.TaskID]; t != nil {

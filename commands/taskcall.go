@@ -2,8 +2,8 @@ package commands
 
 import (
 	"crypto/subtle"
-	"net/http"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -81,7 +81,7 @@ type TaskCall struct {
 // while their claim or execution is current and its lease valid.
 func (c *TaskCall) replayCheck(x *Ctx) func(r *projections.IdemRecord) error {
 	return func(r *projections.IdemRecord) error {
-		if r.Status != http.StatusOK || r.Reply == nil {
+		if r.Outcome != projections.OutcomeAccepted || r.Reply == nil {
 			return nil
 		}
 		t := x.State.Tasks[r.TaskID]
@@ -125,7 +125,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 		return nil, ErrClaimGenerationMismatch
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
-	stream := projections.TaskStream(t.ID)
+	stream := events.TaskStream(t.ID)
 	draft := func(typ string, body any) *Decision {
 		return &Decision{Events: []Draft{{Stream: stream, Type: typ, Actor: actor, Idem: id, Body: body}},
 			Answer: recorded(scope, c.Key)}
@@ -136,7 +136,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	}
 	if x.Now >= leaseEnd {
 		if (c.Op == OpComplete || c.Op == OpFail) && t.Started() && t.Exec.ID == c.ExecutionID {
-			return draft(projections.EvTaskLateReport, &projections.TaskLateReport{TaskID: t.ID, DeviceID: d.ID,
+			return draft(events.EvTaskLateReport, &events.TaskLateReport{TaskID: t.ID, DeviceID: d.ID,
 				Generation: t.Claim.Generation, ExecutionID: c.ExecutionID, Outcome: c.Op, Result: c.Result,
 				ReasonCode: c.ReasonCode, Detail: c.Detail, LeaseExpiresAt: leaseEnd}), nil
 		}
@@ -168,18 +168,18 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	g, ex, v := t.Claim.Generation, c.ExecutionID, t.Version+1
 	switch c.Op {
 	case OpRenew:
-		return draft(projections.EvTaskClaimRenewed, &projections.TaskClaimRenewed{TaskID: t.ID, DeviceID: d.ID,
+		return draft(events.EvTaskClaimRenewed, &events.TaskClaimRenewed{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, PreviousExpiresAt: t.Claim.LeaseExpiresAt,
 			LeaseExpiresAt: min(x.Now+x.Cfg.ClaimLease.Milliseconds(), t.Claim.AuthorizationExpiresAt)}), nil
 	case OpRelease:
-		return draft(projections.EvTaskReleased, &projections.TaskReleased{TaskID: t.ID, DeviceID: d.ID, Generation: g, Version: v}), nil
+		return draft(events.EvTaskReleased, &events.TaskReleased{TaskID: t.ID, DeviceID: d.ID, Generation: g, Version: v}), nil
 	case OpStart:
 		if t.Auth == nil || t.Auth.ID != t.Claim.AuthorizationID || t.Auth.Status != projections.AuthActive || !t.Eligible(x.Now) {
 			// The authorization the claim relied on was consumed, revoked or
 			// outlived: the claim cannot start (one authorization, one execution).
 			return nil, ErrInvalidState
 		}
-		return draft(projections.EvTaskStarted, &projections.TaskStarted{TaskID: t.ID, DeviceID: d.ID, Generation: g,
+		return draft(events.EvTaskStarted, &events.TaskStarted{TaskID: t.ID, DeviceID: d.ID, Generation: g,
 			ExecutionID: NewID(), AuthorizationID: t.Auth.ID,
 			LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Version: v}), nil
 	case OpHeartbeat:
@@ -187,29 +187,29 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 		if c.Step == t.Exec.Step {
 			return c.quietHeartbeat(x, t, scope, lease)
 		}
-		return dropSoftLease(draft(projections.EvTaskHeartbeat, &projections.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID,
+		return dropSoftLease(draft(events.EvTaskHeartbeat, &events.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, PreviousExpiresAt: leaseEnd, LeaseExpiresAt: lease,
 			Step: c.Step, ClientTime: c.ClientTime}), ex), nil
 	case OpAwaitConfirmation:
-		return draft(projections.EvTaskAwaitingConfirmation, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
+		return draft(events.EvTaskAwaitingConfirmation, &events.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason, LeaseExpiresAt: leaseEnd}), nil
 	case OpResume:
-		return draft(projections.EvTaskResumed, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
+		return draft(events.EvTaskResumed, &events.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, Version: v, LeaseExpiresAt: leaseEnd}), nil
 	case OpComplete:
-		return dropSoftLease(draft(projections.EvTaskCompleted, &projections.TaskCompleted{TaskID: t.ID, DeviceID: d.ID,
+		return dropSoftLease(draft(events.EvTaskCompleted, &events.TaskCompleted{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, Version: v, Result: c.Result, LeaseExpiresAt: leaseEnd}), ex), nil
 	case OpFail:
-		return dropSoftLease(draft(projections.EvTaskFailed, &projections.TaskFailed{TaskID: t.ID, DeviceID: d.ID,
+		return dropSoftLease(draft(events.EvTaskFailed, &events.TaskFailed{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, Version: v, ReasonCode: c.ReasonCode, Detail: c.Detail,
 			LeaseExpiresAt: leaseEnd}), ex), nil
 	case OpCancelAck:
-		return dropSoftLease(draft(projections.EvTaskCanceled, &projections.TaskCanceled{TaskID: t.ID,
+		return dropSoftLease(draft(events.EvTaskCanceled, &events.TaskCanceled{TaskID: t.ID,
 			By: projections.ActorDeviceCancel, Reason: t.CancelReason, DeviceID: d.ID, Generation: g, ExecutionID: ex,
 			Version: v, LeaseExpiresAt: leaseEnd}), ex), nil
 	case OpEvidence:
 		ev := c.Evidence
-		return draft(projections.EvTaskEvidenceAttached, &projections.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,
+		return draft(events.EvTaskEvidenceAttached, &events.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, EvidenceID: NewID(), SHA256: ev.SHA256, Size: ev.Size, Kind: ev.Kind,
 			CapturedAt: ev.CapturedAt, LeaseExpiresAt: leaseEnd}), nil
 	}
@@ -224,7 +224,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 	soft := &projections.SoftLease{TaskID: t.ID, ExecutionID: t.Exec.ID, Generation: t.Claim.Generation,
 		LeaseExpiresAt: lease, SeenAt: x.Now}
 	rec := &projections.IdemRecord{Scope: scope, Key: c.Key, Fingerprint: c.Fingerprint, At: x.Now,
-		Status: http.StatusOK, TaskID: t.ID, DeviceID: c.Device.DeviceID,
+		Outcome: projections.OutcomeAccepted, TaskID: t.ID, DeviceID: c.Device.DeviceID,
 		Reply: &projections.Reply{TaskID: t.ID, State: t.State, Version: t.Version, Generation: t.Generation,
 			ExecutionID: t.Exec.ID, ServerTime: x.Now, LeaseExpiresAt: lease, CancelRequested: t.CancelRequested,
 			Step: c.Step}}

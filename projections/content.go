@@ -46,7 +46,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ3\n"
+const contentMagic = "TLPROJ4\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it only copies (no encoding), so a running

@@ -91,6 +91,11 @@ func (s *State) LoadSoft(src Source) error {
 		if err := ledger.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("%w: idempotency record: %v", ledger.ErrCorrupt, err)
 		}
+		if r.Outcome == OutcomeNone {
+			if err := legacyOutcome(v, &r); err != nil {
+				return err
+			}
+		}
 		recs = append(recs, &r)
 		return nil
 	})
@@ -125,4 +130,25 @@ func (s *State) CanonicalWithSoft() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, soft...), nil
+}
+
+// legacyOutcome reads the outcome of a soft idempotency record written
+// before records held a domain Outcome: an HTTP status under "status"
+// (204 for "no task", 200 for a quiet heartbeat).
+func legacyOutcome(v []byte, r *IdemRecord) error {
+	var old struct {
+		Status int `msgpack:"status"`
+	}
+	if err := ledger.Unmarshal(v, &old); err != nil {
+		return fmt.Errorf("%w: idempotency record: %v", ledger.ErrCorrupt, err)
+	}
+	switch old.Status {
+	case 200:
+		r.Outcome = OutcomeAccepted
+	case 204:
+		r.Outcome = OutcomeNoTask
+	default:
+		return fmt.Errorf("%w: idempotency record %s/%s has no outcome (status %d)", ledger.ErrCorrupt, r.Scope, r.Key, old.Status)
+	}
+	return nil
 }

@@ -5,32 +5,32 @@ import (
 	"sort"
 	"strings"
 
+	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/wire"
 )
 
 // SchemaVersion changes whenever this package changes what it derives from
 // the log. A snapshot of another schema version is never loaded: start-up
 // rebuilds from the log instead. (2: claim records no longer copy the
 // claimed task's payload, revision, creation time and image. 3: quiet
-// heartbeats: lease-judged events fold their lease and device time in.)
-const SchemaVersion = 3
+// heartbeats: lease-judged events fold their lease and device time in.
+// 4: idempotency records hold a domain Outcome instead of an HTTP status.)
+const SchemaVersion = 4
 
-// Task states.
+// Task states: the wire's (one set for server and client).
 const (
-	StatePending             = "PENDING"
-	StateClaimed             = "CLAIMED"
-	StateRunning             = "RUNNING"
-	StateWaitingConfirmation = "WAITING_CONFIRMATION"
-	StateSucceeded           = "SUCCEEDED"
-	StateFailed              = "FAILED"
-	StateCanceled            = "CANCELED"
+	StatePending             = wire.StatePending
+	StateClaimed             = wire.StateClaimed
+	StateRunning             = wire.StateRunning
+	StateWaitingConfirmation = wire.StateWaitingConfirmation
+	StateSucceeded           = wire.StateSucceeded
+	StateFailed              = wire.StateFailed
+	StateCanceled            = wire.StateCanceled
 )
 
 // AllStates lists every task state.
-func AllStates() []string {
-	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
-		StateSucceeded, StateFailed, StateCanceled}
-}
+func AllStates() []string { return wire.AllStates() }
 
 // Authorization statuses as stored (time-independent).
 const (
@@ -47,7 +47,7 @@ const (
 
 // Authorization is a task's current authorization snapshot.
 type Authorization struct {
-	AuthBody
+	events.AuthBody
 	Status string `msgpack:"status"`
 	// Takeover is the authorization's takeover policy (TakeoverManual, or
 	// TakeoverReclaim / "" for reclaim).

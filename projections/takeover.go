@@ -1,8 +1,6 @@
 package projections
 
 import (
-	"fmt"
-
 	"taskledger/ledger"
 )
 
@@ -86,17 +84,4 @@ func takeoverRefused(t *Task, e *ledger.Event) error {
 // expired (under reclaim the next claim or an operator command closes it).
 func recoverableClaim(t *Task, now int64) bool {
 	return t.State == StateClaimed && t.Claim != nil && t.ManualTakeover() && now >= t.Claim.LeaseExpiresAt
-}
-
-// upcastAddedFields decodes a body of an older schema that differs from
-// the current one only by fields added since (absent → zero value). newBody
-// returns the current body type.
-func upcastAddedFields(typ string, schema int, newBody func() any) func(raw []byte) (any, error) {
-	return func(raw []byte) (any, error) {
-		v := newBody()
-		if err := ledger.Unmarshal(raw, v); err != nil {
-			return nil, fmt.Errorf("%w: %s schema %d body: %v", ledger.ErrCorrupt, typ, schema, err)
-		}
-		return v, nil
-	}
 }

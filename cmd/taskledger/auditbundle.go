@@ -9,11 +9,11 @@ import (
 	"os"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/ledger/checkpoint"
 	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
-	"taskledger/projections"
 )
 
 // BundleFormat names the audit bundle's format version.
@@ -99,7 +99,7 @@ func buildBundle(store *ledger.Store, dir, task string) (*Bundle, error) {
 		return nil, err
 	}
 	var seqs []uint64
-	if err := store.Stream(projections.TaskStream(task), func(e *ledger.Event) error {
+	if err := store.Stream(events.TaskStream(task), func(e *ledger.Event) error {
 		seqs = append(seqs, e.Seq)
 		return nil
 	}); err != nil {
@@ -176,8 +176,8 @@ func verifyBundle(raw []byte, key string) (*Bundle, []ledger.Event, error) {
 	if len(b.Events) == 0 {
 		return nil, nil, errors.New("the bundle holds no event")
 	}
-	stream := projections.TaskStream(b.TaskID)
-	var events []ledger.Event
+	stream := events.TaskStream(b.TaskID)
+	var evs []ledger.Event
 	for i, be := range b.Events {
 		if err := merkle.VerifyInclusion(be.Seq, cp.Size, merkle.LeafHash(be.Envelope), be.Proof, cp.Root); err != nil {
 			return nil, nil, fmt.Errorf("seq %d: not in the log of the checkpoint: %v", be.Seq, err)
@@ -198,18 +198,18 @@ func verifyBundle(raw []byte, key string) (*Bundle, []ledger.Event, error) {
 		if e.StreamVersion != uint64(i)+1 {
 			return nil, nil, fmt.Errorf("seq %d: stream version %d, want %d (an event of the task is missing)", e.Seq, e.StreamVersion, i+1)
 		}
-		if i > 0 && e.Seq <= events[i-1].Seq {
-			return nil, nil, fmt.Errorf("seq %d: events out of order", e.Seq)
+		if i > 0 && e.Seq <= evs[i-1].Seq {
+			return nil, nil, fmt.Errorf("seq %d: evs out of order", e.Seq)
 		}
-		if i > 0 && e.At < events[i-1].At {
+		if i > 0 && e.At < evs[i-1].At {
 			return nil, nil, fmt.Errorf("seq %d: time goes back", e.Seq)
 		}
-		if _, err := projections.DecodeBody(e.Type, e.Schema, e.Body); err != nil {
+		if _, err := events.DecodeBody(e.Type, e.Schema, e.Body); err != nil {
 			return nil, nil, fmt.Errorf("seq %d: body: %w", e.Seq, err)
 		}
-		events = append(events, e)
+		evs = append(evs, e)
 	}
-	return &b, events, nil
+	return &b, evs, nil
 }
 
 func auditVerifyBundle(path, key string, stdout, stderr io.Writer) int {
@@ -217,14 +217,14 @@ func auditVerifyBundle(path, key string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
-	b, events, err := verifyBundle(raw, key)
+	b, evs, err := verifyBundle(raw, key)
 	if err != nil {
 		fmt.Fprintf(stderr, "taskledger: audit-verify FAILED: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "ok: task %s, %d events, each in the log of the signed checkpoint of size %s\n", b.TaskID, len(events), sizeLine(b.Checkpoint))
-	for i := range events {
-		e := &events[i]
+	fmt.Fprintf(stdout, "ok: task %s, %d evs, each in the log of the signed checkpoint of size %s\n", b.TaskID, len(evs), sizeLine(b.Checkpoint))
+	for i := range evs {
+		e := &evs[i]
 		fmt.Fprintf(stdout, "seq %-8d v%-3d %d  %-28s %s\n", e.Seq, e.StreamVersion, e.At, e.Type, actorText(e.Actor))
 	}
 	return 0

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/ledger/checkpoint"
+	"taskledger/node/nodetest"
 )
 
 func writeBundle(t *testing.T, dir, task string) (string, []byte) {
@@ -38,7 +38,7 @@ func TestAuditBundleOfAClaimedTaskVerifies(t *testing.T) {
 }
 
 func TestAuditBundleOfACanceledTaskVerifies(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	id := n.CreateTask(nil)
 	if r := n.Do("POST", "/api/v1/admin/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "not needed"}, nil); r.Status != 200 {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
@@ -80,17 +80,17 @@ func TestAuditBundleRefusesBadUse(t *testing.T) {
 }
 
 func TestAuditBundleOfASucceededTaskVerifies(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := n.CreateTask(map[string]any{"job": "audit"})
-	apptest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.Ready(), 200)
 	r0, tok := d.Claim()
-	apptest.Must(t, r0, 200)
+	nodetest.Must(t, r0, 200)
 	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	apptest.Must(t, s, 200)
-	ex := apptest.Str(s.JSON(), "execution_id")
-	apptest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
-	apptest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
+	nodetest.Must(t, s, 200)
+	ex := nodetest.Str(s.JSON(), "execution_id")
+	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
+	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
 		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
 	n.Close()
 	file, _ := writeBundle(t, n.Dir, id)

@@ -9,15 +9,15 @@ import (
 	"testing"
 
 	"taskledger/api"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/ledger"
 	"taskledger/ledger/checkpoint"
+	"taskledger/node/nodetest"
 )
 
 // grownLedger writes a ledger with a checkpoint after each of two rounds
 // of commands and returns its directory and both checkpoints' files.
 func grownLedger(t *testing.T) (dir, oldFile, newFile string) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	n.CreateTask(nil)
 	old, err := n.Transparency.Sign()
 	if err != nil {

@@ -1,6 +1,6 @@
 package main_test
 
-// No secret at rest (issue 2, "Must show"; domain.md principle 5): a
+// No secret at rest (domain.md principle 5): a
 // realistic session against the real binary, then every file of the data
 // directory (raw bytes), the server's logs, the CLI outputs and every HTTP
 // answer are searched for every device, admin and claim token used (and

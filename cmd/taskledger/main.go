@@ -19,8 +19,8 @@ import (
 
 	"taskledger/api"
 	"taskledger/client/agent"
-	"taskledger/cmd/taskledger/app"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
@@ -118,7 +118,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "listen %s: %v", f.listen, err)
 	}
-	node, err := app.Open(app.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+	nd, err := node.Open(node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
 		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }})
 	if err != nil {
 		ln.Close()
@@ -127,7 +127,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		}
 		return fail(stderr, "%v", err)
 	}
-	srv := &http.Server{Handler: node.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: nd.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).Msg("serving")
 	// Signals are caught before the address is announced: a SIGTERM sent as
 	// soon as the server says it listens is a graceful shutdown.
@@ -143,12 +143,12 @@ func cmdServe(args []string, stderr io.Writer) int {
 	case err := <-errc:
 		logger.Error().Err(err).Msg("server stopped")
 	}
-	node.API.Stopping() // new API requests answer 503
-	node.Engine.Close() // the batch in flight commits and is answered
+	nd.API.Stopping() // new API requests answer 503
+	nd.Engine.Close() // the batch in flight commits and is answered
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(ctx)
-	if err := node.Close(); err != nil { // waits for a snapshot being written, closes the log
+	if err := nd.Close(); err != nil { // waits for a snapshot being written, closes the log
 		return fail(stderr, "close: %v", err)
 	}
 	return 0
@@ -248,7 +248,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		}
 		sec = hexBytes(*secret)
 	}
-	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()}, sec)
+	rep, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()}, sec)
 	if err != nil {
 		fmt.Fprintf(stderr, "taskledger: verify FAILED: %v\n", err)
 		return 1

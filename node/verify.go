@@ -1,0 +1,168 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"taskledger/ledger"
+	"taskledger/ledger/checkpoint"
+	"taskledger/ledger/merkle"
+	"taskledger/projections"
+	"taskledger/snapshots"
+)
+
+// Violation is the first problem verify found, with its seq (0 when it is
+// not about one event).
+type Violation struct {
+	Seq uint64
+	Err error
+}
+
+func (v *Violation) Error() string {
+	if v.Seq == 0 {
+		return v.Err.Error()
+	}
+	return fmt.Sprintf("seq %d: %v", v.Seq, v.Err)
+}
+
+func (v *Violation) Unwrap() error { return v.Err }
+
+// VerifyReport is what a passing verify saw.
+type VerifyReport struct {
+	Events uint64
+	Head   ledger.Head
+	State  *projections.State
+	// Snapshots is how many snapshot files were checked (snapshot + tail =
+	// full replay); SkippedSnapshots are those of another projection
+	// schema or configuration, which start-up ignores too.
+	Snapshots        int
+	SkippedSnapshots []snapshots.Refusal
+	// Tree is the Merkle tree rebuilt from the log; Checkpoints is how many
+	// stored checkpoints were checked against it.
+	Tree        *merkle.Tree
+	Checkpoints int
+}
+
+// Verify checks a ledger: bbolt's own consistency, seq density from 1, the
+// hash chain, every envelope re-encoding to its stored bytes, every event
+// allowed by the state machine and the invariants of domain.md (applied by
+// projections), the head record, and that replaying twice gives identical
+// projections, and that every snapshot in the data directory is intact,
+// matches the log at its seq, and with the log after it gives the same
+// projections as the whole log. secret, when given, recomputes every
+// server-issued claim.
+func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*VerifyReport, error) {
+	if err := store.Check(); err != nil {
+		return nil, &Violation{Err: err}
+	}
+	st := projections.New(cfg)
+	tree := merkle.New()
+	prev := ledger.GenesisHead()
+	var n uint64
+	err := store.RangeRaw(0, func(seq uint64, raw []byte) error {
+		if seq != prev.Seq+1 {
+			return &Violation{Seq: prev.Seq + 1, Err: fmt.Errorf("seq is not dense: next stored event is %d", seq)}
+		}
+		e, err := ledger.DecodeEvent(raw)
+		if err != nil {
+			return &Violation{Seq: seq, Err: err}
+		}
+		if e.Seq != seq {
+			return &Violation{Seq: seq, Err: fmt.Errorf("event stored under seq %d names seq %d", seq, e.Seq)}
+		}
+		if !bytes.Equal(e.PrevHash, prev.Hash) {
+			return &Violation{Seq: seq, Err: errors.New("prev_hash does not chain from the previous event")}
+		}
+		h, err := ledger.ComputeHash(&e)
+		if err != nil || !bytes.Equal(h, e.Hash) {
+			return &Violation{Seq: seq, Err: errors.New("hash does not match the event's content")}
+		}
+		if re, err := ledger.Marshal(&e); err != nil || !bytes.Equal(re, raw) {
+			return &Violation{Seq: seq, Err: errors.New("stored bytes are not the canonical encoding of the event")}
+		}
+		if err := st.Apply(&e); err != nil {
+			return &Violation{Seq: seq, Err: err}
+		}
+		if err := tree.Append(seq, [][]byte{raw}); err != nil {
+			return &Violation{Seq: seq, Err: err}
+		}
+		prev = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+		n++
+		return nil
+	})
+	if err != nil {
+		var v *Violation
+		if errors.As(err, &v) {
+			return nil, v
+		}
+		return nil, &Violation{Seq: prev.Seq + 1, Err: err}
+	}
+	head, err := store.Head()
+	if err != nil {
+		return nil, &Violation{Err: err}
+	}
+	if head.Seq != prev.Seq || !bytes.Equal(head.Hash, prev.Hash) {
+		return nil, &Violation{Seq: prev.Seq, Err: fmt.Errorf("head record names seq %d, the log ends at %d", head.Seq, prev.Seq)}
+	}
+	if err := st.LoadSoft(store); err != nil {
+		return nil, &Violation{Err: fmt.Errorf("soft records: %w", err)}
+	}
+	again, err := projections.Rebuild(store, cfg)
+	if err != nil {
+		return nil, &Violation{Err: fmt.Errorf("second replay: %w", err)}
+	}
+	a, _ := st.CanonicalWithSoft()
+	b, _ := again.CanonicalWithSoft()
+	if !bytes.Equal(a, b) {
+		return nil, &Violation{Err: errors.New("replaying the log twice gave different projections")}
+	}
+	if secret != nil {
+		if err := VerifyServerClaims(store, secret, 0); err != nil {
+			return nil, &Violation{Err: err}
+		}
+	}
+	checkpoints, err := verifyCheckpoints(store, tree)
+	if err != nil {
+		return nil, err
+	}
+	checked, skipped, err := verifySnapshots(store, cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	return &VerifyReport{Events: n, Head: head, State: st, Snapshots: checked, SkippedSnapshots: skipped,
+		Tree: tree, Checkpoints: checkpoints}, nil
+}
+
+// verifyCheckpoints checks every stored checkpoint against the tree
+// rebuilt from the log: signed by the data directory's key, of a size the
+// log has reached, with the root of that size.
+func verifyCheckpoints(store *ledger.Store, tree *merkle.Tree) (int, error) {
+	key, err := checkpoint.LoadKey(DataDir(store))
+	if errors.Is(err, checkpoint.ErrNoKey) {
+		return 0, nil // a ledger never served since checkpoints exist
+	}
+	if err != nil {
+		return 0, &Violation{Err: err}
+	}
+	n := 0
+	err = store.CheckpointSizes(func(size uint64, note []byte) error {
+		cp, err := checkpoint.Open(note, key.Verifier())
+		if err != nil {
+			return &Violation{Err: fmt.Errorf("checkpoint of size %d: %w", size, err)}
+		}
+		if cp.Size != size {
+			return &Violation{Err: fmt.Errorf("checkpoint stored under size %d names size %d", size, cp.Size)}
+		}
+		root, err := tree.Root(size)
+		if err != nil {
+			return &Violation{Err: fmt.Errorf("checkpoint of size %d: the log has only %d events", size, tree.Size())}
+		}
+		if !bytes.Equal(root, cp.Root) {
+			return &Violation{Err: fmt.Errorf("checkpoint of size %d: root hash differs from the Merkle tree of the log", size)}
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
