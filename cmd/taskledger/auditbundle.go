@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"taskledger/commands"
 	"taskledger/events"
@@ -199,7 +200,7 @@ func verifyBundle(raw []byte, key string) (*Bundle, []ledger.Event, error) {
 			return nil, nil, fmt.Errorf("seq %d: stream version %d, want %d (an event of the task is missing)", e.Seq, e.StreamVersion, i+1)
 		}
 		if i > 0 && e.Seq <= evs[i-1].Seq {
-			return nil, nil, fmt.Errorf("seq %d: evs out of order", e.Seq)
+			return nil, nil, fmt.Errorf("seq %d: events out of order", e.Seq)
 		}
 		if i > 0 && e.At < evs[i-1].At {
 			return nil, nil, fmt.Errorf("seq %d: time goes back", e.Seq)
@@ -222,10 +223,10 @@ func auditVerifyBundle(path, key string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "taskledger: audit-verify FAILED: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "ok: task %s, %d evs, each in the log of the signed checkpoint of size %s\n", b.TaskID, len(evs), sizeLine(b.Checkpoint))
+	fmt.Fprintf(stdout, "ok: task %s, %d events, each in the log of the signed checkpoint of size %s\n", b.TaskID, len(evs), sizeLine(b.Checkpoint))
 	for i := range evs {
 		e := &evs[i]
-		fmt.Fprintf(stdout, "seq %-8d v%-3d %d  %-28s %s\n", e.Seq, e.StreamVersion, e.At, e.Type, actorText(e.Actor))
+		fmt.Fprintf(stdout, "seq %-8d v%-3d %s  %-28s %s\n", e.Seq, e.StreamVersion, time.UnixMilli(e.At).UTC().Format("2006-01-02T15:04:05.000Z"), e.Type, actorText(e.Actor))
 	}
 	return 0
 }
