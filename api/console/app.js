@@ -376,7 +376,7 @@ async function loadTask(id) {
     else loadDeviceNames().catch(() => {});
     const [t, hist] = await Promise.all([api('GET', `${API}/tasks/${id}`), api('GET', `${API}/tasks/${id}/events`)]);
     renderTask(t, hist.events);
-    api('GET', `${API}/tasks/${id}/provenance`).then((p) => renderProvenance(p.fields)).catch(() => {});
+    api('GET', `${API}/tasks/${id}/provenance`).then((p) => { if ($('task-title').title === id) renderProvenance(p.fields); }).catch(() => {});
   } catch (e) {
     showError('task-error', e);
   }
