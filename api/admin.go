@@ -365,7 +365,7 @@ func (s *Server) putReferenceImage(c echo.Context) error {
 	}
 	sha, err := s.blobs.Put(data)
 	if err != nil {
-		return err
+		return s.blobFailed(err)
 	}
 	res, err := s.do(c, &commands.SetReferenceImage{AdminReq: s.adminReq(c, commands.OpSetReferenceImage, key, id, sha),
 		TaskID: id, SHA256: sha, Size: int64(len(data))})

@@ -29,6 +29,9 @@ func parseStrict(body []byte) (map[string]any, error) {
 	if !utf8.Valid(body) {
 		return nil, invalid("body is not valid UTF-8")
 	}
+	if loneSurrogate(body) {
+		return nil, invalid("body holds a lone UTF-16 surrogate escape")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	v, err := parseValue(dec)

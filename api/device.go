@@ -328,7 +328,7 @@ func (s *Server) evidence(c echo.Context) error {
 	}
 	sha, err := s.blobs.Put(data)
 	if err != nil {
-		return err
+		return s.blobFailed(err)
 	}
 	tokHash := commands.HashToken(tok)
 	cmd := &commands.TaskCall{Op: commands.OpEvidence, Device: principal(c), TaskID: taskID, Key: key, TokenHash: tokHash,

@@ -51,6 +51,10 @@ type Options struct {
 	Metrics     *Metrics
 	// Extra registers more routes (metrics, console) on the root.
 	Extra func(e *echo.Echo)
+	// Limits are the request-rate limits (zero: none).
+	Limits Limits
+	// Now is the wall clock of the rate limits (nil: commands.WallClock).
+	Now func() time.Time
 	// Commits wakes the event streams after each commit (nil: no stream).
 	Commits *Notifier
 	// Transparency serves checkpoints and proofs (nil: those routes 404).
@@ -67,6 +71,9 @@ type Server struct {
 	metrics  *Metrics
 	echo     *echo.Echo
 	stopping atomic.Bool
+	limits   *limiter
+	storage  storageHealth
+	methods  methodTable
 	notify   *Notifier
 	done     chan struct{} // closed by Stopping: ends the event streams
 	stopOnce sync.Once
@@ -89,7 +96,12 @@ func New(o Options) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.requestLog, s.gate)
+	now := o.Now
+	if now == nil {
+		now = commands.WallClock{}.Now
+	}
+	s.limits = newLimiter(o.Limits, o.Metrics, now)
+	e.Use(s.requestLog, s.refuseMethod, s.refuseAmbiguous, s.gate)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
@@ -156,7 +168,7 @@ func (s *Server) Stopping() {
 }
 
 func (s *Server) readyz(c echo.Context) error {
-	if s.stopping.Load() || s.eng.Err() != nil {
+	if s.stopping.Load() || s.eng.Err() != nil || !s.storageReady() {
 		return unavailable(c)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
@@ -242,6 +254,21 @@ func bearer(c echo.Context) (string, bool) {
 	return hex.EncodeToString(sum[:]), true
 }
 
+// unauthenticated answers a request without a valid token: 429 once its
+// address spent its bucket, else 401; the body is never read and, when
+// there is one, the connection is closed after the answer.
+func (s *Server) unauthenticated(c echo.Context) error {
+	if err := s.limits.address(c); err != nil {
+		return err
+	}
+	c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	if answerAndClose(c, http.StatusUnauthorized) {
+		return nil
+	}
+	closeIfBody(c)
+	return unauthorized(c)
+}
+
 func unauthorized(c echo.Context) error {
 	c.Response().Header().Set("WWW-Authenticate", "Bearer")
 	return c.NoContent(http.StatusUnauthorized)
@@ -265,15 +292,18 @@ func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			h, ok := bearer(c)
 			if !ok {
-				return unauthorized(c)
+				return s.unauthenticated(c)
 			}
 			dev, op := s.identify(h)
 			switch {
 			case dev == nil && op == "":
-				return unauthorized(c)
+				return s.unauthenticated(c)
 			case wantDevice != (dev != nil):
 				return errWrongKind
 			case wantDevice:
+				if err := s.limits.device(c, dev.DeviceID); err != nil {
+					return err
+				}
 				c.Set(ctxDevice, *dev)
 			default:
 				c.Set(ctxOperator, commands.Operator(op))
@@ -288,5 +318,7 @@ func operator(c echo.Context) commands.Operator   { return c.Get(ctxOperator).(c
 
 // do runs a command through the sequencer.
 func (s *Server) do(c echo.Context, cmd commands.Command) (commands.Result, error) {
-	return s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+	res, err := s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+	s.observeWrite(err)
+	return res, err
 }

@@ -276,6 +276,7 @@ func (e *Engine) reload() {
 		e.logger.Error().Err(err).Msg("reload failed; refusing commands")
 		return
 	}
+	keepCommittedPresence(e.state, s)
 	e.state = s
 	e.head = s.Head
 }

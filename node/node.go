@@ -60,6 +60,7 @@ type Node struct {
 	// checkpoints.
 	Transparency *transparency.Log
 	cfg          Config
+	head         *headFile
 	snap         *snapshotter
 }
 
@@ -76,6 +77,9 @@ var (
 func Open(cfg Config) (*Node, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = func(string, ...any) {}
+	}
+	if err := checkLogPresent(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	fresh := !ledger.Exists(cfg.DataDir)
 	store, err := ledger.Open(cfg.DataDir, ledger.Options{NoSync: cfg.NoSync})
@@ -106,9 +110,24 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
 	loaded, err := LoadProjections(store, pcfg, cfg.Logger)
 	if err != nil {
+		// A log that does not replay: name its first damaged event when
+		// the hash chain shows one.
+		if cerr := checkChain(store, ledger.GenesisHead()); cerr != nil {
+			return nil, cerr
+		}
 		return nil, err
 	}
 	state := loaded.State
+	from := ledger.GenesisHead()
+	if loaded.Snapshot != nil {
+		from = ledger.Head{Seq: loaded.Snapshot.Seq, Hash: loaded.Snapshot.Hash}
+	}
+	if err := checkChain(store, from); err != nil {
+		return nil, err
+	}
+	if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
+		return nil, err
+	}
 	metrics.ObserveReplay(time.Since(start))
 	admins, err := store.AdminTokens()
 	if err != nil {
@@ -179,6 +198,11 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
 	observe := observeLeases(metrics)
 	commits := api.NewNotifier()
+	hf, err := openHeadFile(cfg.DataDir, state.Head)
+	if err != nil {
+		tlog.Close()
+		return nil, err
+	}
 	var log commands.Log = store
 	if cfg.WrapLog != nil {
 		log = cfg.WrapLog(store)
@@ -187,6 +211,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
 		Leaves: tlog.Committed,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
+			hf.write(head)
 			snap.committed(head)
 			observe(events, bodies)
 			commits.Notify()
@@ -209,7 +234,8 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	}
 	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, AdminTokens: admins, ManualClock: cfg.Manual,
 		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
-	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog, cfg: cfg, snap: snap}, nil
+	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
+		cfg: cfg, snap: snap, head: hf}, nil
 }
 
 // Load builds the projections from the newest valid snapshot and the log
@@ -303,6 +329,7 @@ func (n *Node) Close() error {
 	n.Engine.Close()
 	n.snap.close()
 	n.Transparency.Close()
+	n.head.close()
 	return n.Store.Close()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 
 	"taskledger/ledger"
 	"taskledger/ledger/checkpoint"
@@ -117,6 +118,9 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if !bytes.Equal(a, b) {
 		return nil, &Violation{Err: errors.New("replaying the log twice gave different projections")}
 	}
+	if err := verifyBlobs(DataDir(store), st); err != nil {
+		return nil, &Violation{Err: err}
+	}
 	if secret != nil {
 		if err := VerifyServerClaims(store, secret, 0); err != nil {
 			return nil, &Violation{Err: err}
@@ -165,4 +169,28 @@ func verifyCheckpoints(store *ledger.Store, tree *merkle.Tree) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// verifyBlobs checks every blob the projections reference (reference
+// images, evidence): present, of the recorded size, hashing to its name.
+func verifyBlobs(dataDir string, st *projections.State) error {
+	ids := make([]string, 0, len(st.Tasks))
+	for id := range st.Tasks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := st.Tasks[id]
+		if t.Image != nil {
+			if err := ledger.CheckBlob(dataDir, t.Image.SHA256, t.Image.Size); err != nil {
+				return fmt.Errorf("task %s reference image: %w", id, err)
+			}
+		}
+		for _, e := range t.Evidence {
+			if err := ledger.CheckBlob(dataDir, e.SHA256, e.Size); err != nil {
+				return fmt.Errorf("task %s evidence %s: %w", id, e.ID, err)
+			}
+		}
+	}
+	return nil
 }

@@ -58,6 +58,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	execCmd := fs.String("exec", "", "command to run per task (split like a shell, run without one)")
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask for work while idle")
 	hb := fs.Duration("heartbeat", 0, "heartbeat interval while running (default and maximum: a third of the running lease)")
+	caFile := fs.String("ca-file", "", "PEM file of the certificate authority that signs the server's certificate (a private CA)")
 	startWhen := fs.String("start-when", "", "precondition command run (every --poll) before each start; the task starts once it exits 0, its claim renewed meanwhile")
 	startDelay := fs.Duration("start-delay", 0, "hold each claim this long before starting it, renewing its lease meanwhile")
 	renewEvery := fs.Duration("renew-every", 0, "with --start-delay: renew the claim lease this often (default 200s, a third of the default claim lease)")
@@ -97,6 +98,13 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	}
 	log := newLogger(stderr, e.clock)
 	o := e.devOpts
+	if *caFile != "" {
+		pool, err := loadCAFile(*caFile)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		o.RootCAs = pool
+	}
 	o.StateDir, o.Clock, o.Logger = dir, e.clock, log
 	// Open decrypts every secret first: any state or key problem stops here,
 	// before a single request.
