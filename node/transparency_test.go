@@ -181,7 +181,7 @@ func TestProofRoutesRefuseBadParameters(t *testing.T) {
 		{"/api/v1/admin/proofs/inclusion?seq=0", "admin", 400, "invalid_proof_parameter"},
 		{"/api/v1/admin/proofs/inclusion?seq=01", "admin", 400, "invalid_proof_parameter"},
 		{"/api/v1/admin/proofs/inclusion?seq=-1", "admin", 400, "invalid_proof_parameter"},
-		{"/api/v1/admin/proofs/inclusion?seq=1&seq=2", "admin", 400, "invalid_proof_parameter"},
+		{"/api/v1/admin/proofs/inclusion?seq=1&seq=2", "admin", 400, "ambiguous_request"},
 		{"/api/v1/admin/proofs/inclusion?seq=1&other=2", "admin", 400, "invalid_proof_parameter"},
 		{"/api/v1/admin/proofs/inclusion?seq=99999999999999999999", "admin", 400, "invalid_proof_parameter"},
 		{"/api/v1/admin/proofs/inclusion?seq=2&size=1", "admin", 400, "proof_range_invalid"},
