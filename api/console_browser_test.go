@@ -202,9 +202,23 @@ func (p *page) find(role, name string) string {
 // went away is retried on the element found again.
 func (p *page) click(role, name string) {
 	p.t.Helper()
+	p.clickFound(role+" "+name, func() string { return p.find(role, name) })
+}
+
+// clickSel clicks the element a CSS selector names, as click does.
+func (p *page) clickSel(what, css string) {
+	p.t.Helper()
+	p.clickFound(what, func() string {
+		p.waitFor(what, fmt.Sprintf(`document.querySelector(%q) !== null`, css))
+		return css
+	})
+}
+
+func (p *page) clickFound(what string, find func() string) {
+	p.t.Helper()
 	var err error
 	for range 10 {
-		sel := p.find(role, name)
+		sel := find()
 		ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)
 		err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
 		cancel()
@@ -212,7 +226,7 @@ func (p *page) click(role, name string) {
 			return
 		}
 	}
-	p.t.Fatalf("%s: click %s %q: %v", p.size, role, name, err)
+	p.t.Fatalf("%s: click %s: %v", p.size, what, err)
 }
 
 func (p *page) fill(name, value string) {
@@ -258,6 +272,7 @@ func (p *page) checkLayout(view string) {
 		Local     int      `json:"local"`
 		Cookie    string   `json:"cookie"`
 		SessionOK bool     `json:"sessionOK"`
+		Shown     []string `json:"shown"`
 	}
 	p.eval(`(() => {
 	  const vis = (e) => { const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0 && getComputedStyle(e).visibility !== 'hidden'; };
@@ -268,8 +283,12 @@ func (p *page) checkLayout(view string) {
 	    .filter(vis).filter(e => parseFloat(getComputedStyle(e).fontSize) < 14).map(e => e.tagName + ': ' + e.textContent.trim().slice(0, 30));
 	  const keys = Object.keys(sessionStorage);
 	  return {overflow: document.documentElement.scrollWidth - window.innerWidth, small, tiny, url: location.href,
-	    local: localStorage.length, cookie: document.cookie, sessionOK: keys.every(k => k === 'taskledger.adminToken')};
+	    local: localStorage.length, cookie: document.cookie, sessionOK: keys.every(k => k === 'taskledger.adminToken'),
+	    shown: [...document.querySelectorAll('[hidden]')].filter(e => getComputedStyle(e).display !== 'none').map(e => e.id || e.tagName)};
 	})()`, &r)
+	if len(r.Shown) > 0 {
+		p.t.Errorf("%s %s: hidden elements are displayed: %q", p.size, view, r.Shown)
+	}
 	if r.Overflow > 0 {
 		p.t.Errorf("%s %s: the page is %d px wider than the viewport", p.size, view, r.Overflow)
 	}
@@ -364,10 +383,13 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 
 func TestConsoleInABrowser(t *testing.T) {
 	shots := os.Getenv("TASKLEDGER_SCREENSHOTS")
-	if shots == "" {
-		shots = filepath.Join(os.TempDir(), "taskledger-console-screenshots")
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
+	if shots == "" { // a folder of this run's own, kept as the test's artifact
+		dir, err := os.MkdirTemp("", "taskledger-console-screenshots-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shots = dir
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)
@@ -488,7 +510,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.openTask(f.stopMe)
 	p.click("button", "Request safe stop")
 	p.click("button", "Confirm")
-	p.waitFor("cancel requested", `document.body.innerText.includes('cancel requested')`)
+	p.waitFor("the cancel-requested flag", `document.querySelector('#task-body .flag.cancel') !== null`)
 	if n.Task(f.stopMe)["cancel_requested"] != true {
 		t.Error("safe stop: cancel_requested not set on the server")
 	}
@@ -537,9 +559,8 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.waitFor("the token gone", `document.querySelector('#new-token').hidden && !document.body.innerText.includes('tldev_')`)
 	var devID string
 	p.waitFor("the new device's row", fmt.Sprintf(`[...document.querySelectorAll('#devices tbody tr')].some(r => r.innerText.includes(%q))`, name))
-	p.eval(fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('#devices tbody tr')].find(r => r.innerText.includes(%q));
-	  r.querySelector('button').setAttribute('data-pick', 'revoke-me'); return r.dataset.deviceId; })()`, name), &devID)
-	p.run(chromedp.Click(chromedp.CSS(`[data-pick="revoke-me"]`)))
+	p.eval(fmt.Sprintf(`[...document.querySelectorAll('#devices tbody tr')].find(r => r.innerText.includes(%q)).dataset.deviceId`, name), &devID)
+	p.clickSel("the new device's Revoke device", fmt.Sprintf(`tr[data-device-id=%q] button[aria-label="Revoke device"]`, devID))
 	p.click("button", "Confirm")
 	p.waitFor("REVOKED", fmt.Sprintf(`document.querySelector('tr[data-device-id=%q]').innerText.includes('REVOKED')`, devID))
 	var dev map[string]any

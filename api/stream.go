@@ -19,6 +19,9 @@ const (
 	// streamChunk bounds the events one read of the log sends before the
 	// stream looks for new commits again (and its memory per client).
 	streamChunk = 256
+	// streamChunkBytes also ends a chunk: 256 events with large payloads
+	// stay about 1 MiB per client.
+	streamChunkBytes = 1 << 20
 	// StreamHeartbeat is how often an idle stream sends a comment, so
 	// proxies and clients see a live connection.
 	StreamHeartbeat = 15 * time.Second
@@ -71,7 +74,7 @@ func (s *Server) eventStream(c echo.Context) error {
 	if err != nil {
 		return invalid("after must be a non-negative integer")
 	}
-	if h := c.Request().Header.Values("Last-Event-ID"); len(h) > 0 {
+	if h := c.Request().Header.Values("Last-Event-ID"); len(h) > 0 && !(len(h) == 1 && h[0] == "") { // empty: none
 		v, err := strconv.ParseUint(h[0], 10, 62)
 		if len(h) > 1 || err != nil {
 			return invalid("Last-Event-ID must be one seq this stream sent")
@@ -121,7 +124,7 @@ func (s *Server) eventStream(c echo.Context) error {
 				buf.WriteString("\n\n")
 				cursor = e.Seq
 				n++
-				if n == streamChunk {
+				if n == streamChunk || buf.Len() >= streamChunkBytes {
 					return ledger.ErrStop
 				}
 				return nil
@@ -133,7 +136,7 @@ func (s *Server) eventStream(c echo.Context) error {
 			if n > 0 && !write(buf.Bytes()) {
 				return nil
 			}
-			if n < streamChunk {
+			if n < streamChunk && buf.Len() < streamChunkBytes {
 				break
 			}
 		}

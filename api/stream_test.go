@@ -161,3 +161,28 @@ func TestEventStreamRefusals(t *testing.T) {
 		})
 	}
 }
+
+// Shutting down ends every open stream (the server's graceful shutdown
+// does not wait on them), and an empty Last-Event-ID is no resume point.
+func TestEventStreamEndsAtShutdown(t *testing.T) {
+	n := nodetest.Start(t)
+	n.CreateTask(nil)
+	s := openStream(t, n, "", map[string]string{"Last-Event-ID": ""})
+	if s.res.StatusCode != http.StatusOK {
+		t.Fatalf("stream answered %d", s.res.StatusCode)
+	}
+	if ev := s.next(); ev.ID != "1" {
+		t.Fatalf("first event %+v", ev)
+	}
+	n.API.Stopping()
+	for {
+		select {
+		case _, ok := <-s.events:
+			if !ok {
+				return
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream did not end at shutdown")
+		}
+	}
+}

@@ -250,9 +250,12 @@ function refresh() {
   else loadDevices();
 }
 
+// scheduleRefresh refreshes the view 250 ms after the first event of a
+// burst: later events of the burst join that refresh (a throttle, so a
+// steady stream of events still refreshes at least 4 times a second).
 function scheduleRefresh() {
-  clearTimeout(state.refreshTimer);
-  state.refreshTimer = setTimeout(refresh, 250);
+  if (state.refreshTimer) return;
+  state.refreshTimer = setTimeout(() => { state.refreshTimer = 0; refresh(); }, 250);
 }
 
 async function loadDeviceNames() {
@@ -286,6 +289,7 @@ function stateCell(t) {
 function authText(t) {
   if (!t.authorization) return 'none';
   const a = t.authorization;
+  if (['SUCCEEDED', 'FAILED', 'CANCELED'].includes(t.state) && a.status === 'ACTIVE') return `unused r${a.revision}`;
   let s = `${a.status} r${a.revision}`;
   if (a.status === 'ACTIVE') s += ` · ${remaining(a.expires_at).replace(' left', '')}`;
   return s;
@@ -529,7 +533,9 @@ function renderActions(t) {
       submit: async (v) => { await sub.send('POST', `${path}/cancel`, { body: { reason: v.reason } }); done(); },
     }) }, 'Request safe stop'));
   }
-  if (open) {
+  const holder = t.claim ? state.devices.get(t.claim.device_id) : null;
+  const recoverable = open && (leaseExpired(t) || t.needs_operator || (holder && holder.status === 'REVOKED'));
+  if (recoverable) {
     const sub = new Submission();
     box.append(el('button', { type: 'button', onclick: () => ask({
       title: 'Recover this task?', danger: true,
