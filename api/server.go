@@ -20,6 +20,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/ledger/transparency"
 	"taskledger/projections"
 )
 
@@ -56,6 +57,8 @@ type Options struct {
 	Now func() time.Time
 	// Commits wakes the event streams after each commit (nil: no stream).
 	Commits *Notifier
+	// Transparency serves checkpoints and proofs (nil: those routes 404).
+	Transparency *transparency.Log
 }
 
 // Server is the HTTP interface.
@@ -74,12 +77,13 @@ type Server struct {
 	notify   *Notifier
 	done     chan struct{} // closed by Stopping: ends the event streams
 	stopOnce sync.Once
+	tlog     *transparency.Log
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
 	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics,
-		notify: o.Commits, done: make(chan struct{})}
+		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
 	}
@@ -136,6 +140,7 @@ func New(o Options) *Server {
 	adm.GET("/tasks/:id/evidence/:eid", s.getEvidence)
 	adm.GET("/events", s.globalEvents)
 	adm.GET("/events/stream", s.eventStream)
+	s.auditRoutes(v1, adm)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)
 	} else {

@@ -107,6 +107,7 @@ type Engine struct {
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
 	committedHook func(head ledger.Head, events []*ledger.Event, bodies []any)
+	leavesHook    func(first uint64, raws [][]byte)
 
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
 	closed  bool
@@ -143,6 +144,12 @@ type Options struct {
 	// projections' write lock: it must return at once and must not call
 	// Read (snapshots and metrics hand the work elsewhere).
 	Committed func(head ledger.Head, events []*ledger.Event, bodies []any)
+	// Leaves, when set, is called after every commit that appended events,
+	// before Committed and before any command of the batch is answered,
+	// with the first event's seq and every event's stored bytes in seq
+	// order (the Merkle tree over the log grows here). It runs on the
+	// committer goroutine; the bytes must not change.
+	Leaves func(first uint64, raws [][]byte)
 }
 
 // NewEngine starts the sequencer over a loaded state.
@@ -152,7 +159,7 @@ func NewEngine(o Options) *Engine {
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), stop: make(chan struct{}), done: make(chan struct{}),
-		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed,
+		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves,
 		commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual

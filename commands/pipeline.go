@@ -307,6 +307,9 @@ func (e *Engine) committer() {
 func (e *Engine) publish(j *job) {
 	afterCommit(j.events)
 	e.auth.apply(j.events, j.bodies)
+	if e.leavesHook != nil && len(j.events) > 0 {
+		e.leavesHook(j.events[0].Seq, j.encoded)
+	}
 	if e.committedHook != nil && len(j.events) > 0 {
 		e.committedHook(j.head, j.events, j.bodies)
 	}

@@ -20,6 +20,7 @@ import (
 	"taskledger/commands"
 	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/ledger/transparency"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
@@ -55,9 +56,12 @@ type Node struct {
 	Metrics *api.Metrics
 	// Loaded says how the projections were loaded at start.
 	Loaded *Loaded
-	cfg    Config
-	head   *headFile
-	snap   *snapshotter
+	// Transparency is the Merkle tree, the checkpoint key and the signed
+	// checkpoints.
+	Transparency *transparency.Log
+	cfg          Config
+	head         *headFile
+	snap         *snapshotter
 }
 
 // Errors of start-up refusals.
@@ -183,11 +187,20 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if loaded.Snapshot != nil {
 		last = loaded.Snapshot.Seq
 	}
+	var tclock transparency.Clock = clock
+	if manual != nil {
+		tclock = manual
+	}
+	tlog, err := transparency.Open(store, cfg.DataDir, tclock, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
 	observe := observeLeases(metrics)
 	commits := api.NewNotifier()
 	hf, err := openHeadFile(cfg.DataDir, state.Head)
 	if err != nil {
+		tlog.Close()
 		return nil, err
 	}
 	var log commands.Log = store
@@ -196,12 +209,18 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	}
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
 		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
+		Leaves: tlog.Committed,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			hf.write(head)
 			snap.committed(head)
 			observe(events, bodies)
 			commits.Notify()
 		}})
+	snap.signed = func(seq uint64) {
+		if _, err := tlog.SignAt(seq); err != nil {
+			cfg.Logger.Error().Err(err).Msg("signing the checkpoint of a snapshot failed")
+		}
+	}
 	snap.start(eng)
 	switch {
 	case loaded.Snapshot == nil && len(loaded.Refused) > 0 && state.Head.Seq > 0:
@@ -214,8 +233,9 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		snap.trigger()
 	}
 	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, AdminTokens: admins, ManualClock: cfg.Manual,
-		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits})
-	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, cfg: cfg, snap: snap, head: hf}, nil
+		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
+	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
+		cfg: cfg, snap: snap, head: hf}, nil
 }
 
 // Load builds the projections from the newest valid snapshot and the log
@@ -308,6 +328,7 @@ func (n *Node) Close() error {
 	n.API.Stopping()
 	n.Engine.Close()
 	n.snap.close()
+	n.Transparency.Close()
 	n.head.close()
 	return n.Store.Close()
 }

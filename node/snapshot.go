@@ -26,6 +26,7 @@ type snapshotter struct {
 	log     zerolog.Logger
 	metrics *api.Metrics
 	written func(seq uint64, path string, err error)
+	signed  func(seq uint64) // signs the checkpoint of a snapshot's seq
 
 	mu   sync.Mutex    // one snapshot at a time
 	last atomic.Uint64 // seq of the newest snapshot written or loaded
@@ -111,6 +112,9 @@ func (s *snapshotter) take(force bool) (string, error) {
 		return "", err
 	}
 	s.last.Store(snap.Seq)
+	if s.signed != nil {
+		s.signed(snap.Seq)
+	}
 	if s.metrics != nil {
 		s.metrics.ObserveSnapshot(time.Since(start))
 	}

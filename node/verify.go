@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"taskledger/ledger"
+	"taskledger/ledger/checkpoint"
+	"taskledger/ledger/merkle"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
@@ -37,6 +39,10 @@ type VerifyReport struct {
 	// schema or configuration, which start-up ignores too.
 	Snapshots        int
 	SkippedSnapshots []snapshots.Refusal
+	// Tree is the Merkle tree rebuilt from the log; Checkpoints is how many
+	// stored checkpoints were checked against it.
+	Tree        *merkle.Tree
+	Checkpoints int
 }
 
 // Verify checks a ledger: bbolt's own consistency, seq density from 1, the
@@ -52,6 +58,7 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 		return nil, &Violation{Err: err}
 	}
 	st := projections.New(cfg)
+	tree := merkle.New()
 	prev := ledger.GenesisHead()
 	var n uint64
 	err := store.RangeRaw(0, func(seq uint64, raw []byte) error {
@@ -76,6 +83,9 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 			return &Violation{Seq: seq, Err: errors.New("stored bytes are not the canonical encoding of the event")}
 		}
 		if err := st.Apply(&e); err != nil {
+			return &Violation{Seq: seq, Err: err}
+		}
+		if err := tree.Append(seq, [][]byte{raw}); err != nil {
 			return &Violation{Seq: seq, Err: err}
 		}
 		prev = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
@@ -116,11 +126,49 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 			return nil, &Violation{Err: err}
 		}
 	}
+	checkpoints, err := verifyCheckpoints(store, tree)
+	if err != nil {
+		return nil, err
+	}
 	checked, skipped, err := verifySnapshots(store, cfg, st)
 	if err != nil {
 		return nil, err
 	}
-	return &VerifyReport{Events: n, Head: head, State: st, Snapshots: checked, SkippedSnapshots: skipped}, nil
+	return &VerifyReport{Events: n, Head: head, State: st, Snapshots: checked, SkippedSnapshots: skipped,
+		Tree: tree, Checkpoints: checkpoints}, nil
+}
+
+// verifyCheckpoints checks every stored checkpoint against the tree
+// rebuilt from the log: signed by the data directory's key, of a size the
+// log has reached, with the root of that size.
+func verifyCheckpoints(store *ledger.Store, tree *merkle.Tree) (int, error) {
+	key, err := checkpoint.LoadKey(DataDir(store))
+	if errors.Is(err, checkpoint.ErrNoKey) {
+		return 0, nil // a ledger never served since checkpoints exist
+	}
+	if err != nil {
+		return 0, &Violation{Err: err}
+	}
+	n := 0
+	err = store.CheckpointSizes(func(size uint64, note []byte) error {
+		cp, err := checkpoint.Open(note, key.Verifier())
+		if err != nil {
+			return &Violation{Err: fmt.Errorf("checkpoint of size %d: %w", size, err)}
+		}
+		if cp.Size != size {
+			return &Violation{Err: fmt.Errorf("checkpoint stored under size %d names size %d", size, cp.Size)}
+		}
+		root, err := tree.Root(size)
+		if err != nil {
+			return &Violation{Err: fmt.Errorf("checkpoint of size %d: the log has only %d events", size, tree.Size())}
+		}
+		if !bytes.Equal(root, cp.Root) {
+			return &Violation{Err: fmt.Errorf("checkpoint of size %d: root hash differs from the Merkle tree of the log", size)}
+		}
+		n++
+		return nil
+	})
+	return n, err
 }
 
 // verifyBlobs checks every blob the projections reference (reference

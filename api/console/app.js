@@ -380,6 +380,7 @@ async function loadTask(id) {
     else loadDeviceNames().catch(() => {});
     const [t, hist] = await Promise.all([api('GET', `${API}/tasks/${id}`), api('GET', `${API}/tasks/${id}/events`)]);
     renderTask(t, hist.events);
+    api('GET', `${API}/tasks/${id}/provenance`).then((p) => { if ($('task-title').title === id) renderProvenance(p.fields); }).catch(() => {});
   } catch (e) {
     showError('task-error', e);
   }
@@ -424,6 +425,19 @@ function renderTask(t, events) {
   if (media.length) body.append(card('Images', ...media));
   renderActions(t);
   renderHistory(events);
+}
+
+// renderProvenance adds, for every field of the detail, the event that
+// last set it (GET /admin/tasks/{id}/provenance).
+function renderProvenance(fields) {
+  const rows = el('dl', { class: 'kv' });
+  for (const k of Object.keys(fields).sort()) {
+    const p = fields[k];
+    const actor = p.actor ? `${p.actor.kind}${p.actor.id ? ' ' + (p.actor.kind === 'device' ? deviceName(p.actor.id) : short(p.actor.id)) : ''}` : '';
+    const gen = p.generation === null || p.generation === undefined ? '' : ` · gen ${p.generation}`;
+    rows.append(el('dt', { text: k }), el('dd', { title: p.at, text: `#${p.seq} ${p.type} · ${actor}${gen}` }));
+  }
+  $('task-body').append(card('Provenance', rows));
 }
 
 // image fetches an admin image with the token and shows it from a blob URL.

@@ -37,6 +37,11 @@ commands:
   projections rebuild        full replay from the log, then a fresh snapshot
   bench                      the load generator: raw bbolt baselines, the ledger in process
                              and over HTTP (--devices, --duration, --mode, --url, --admin-token)
+  checkpoint-key export      the checkpoint key's public verifier string
+  audit-proof --consistency --from A --to B
+                             a consistency proof between two tree sizes (JSON)
+  audit-verify --consistency OLD NEW --proof FILE --key VERIFIER
+                             check offline that the log of NEW extends the log of OLD
   agent ...                  the device agent (enroll, run, status, resolve)
 
 every command takes --data DIR (default ./data)
@@ -282,6 +287,6 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	for _, r := range rep.SkippedSnapshots {
 		fmt.Fprintf(stderr, "taskledger: note: %v (start-up ignores it and rebuilds)\n", r)
 	}
-	fmt.Fprintf(stdout, "ok: %d events, head seq %d, %d snapshots checked\n", rep.Events, rep.Head.Seq, rep.Snapshots)
+	fmt.Fprintf(stdout, "ok: %d events, head seq %d, %d snapshots checked, %d checkpoints checked\n", rep.Events, rep.Head.Seq, rep.Snapshots, rep.Checkpoints)
 	return 0
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"taskledger/ledger/checkpoint"
+	"taskledger/node/nodetest"
+)
+
+func writeBundle(t *testing.T, dir, task string) (string, []byte) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bundle.json")
+	if r := reviewCLI("audit-bundle", "--task", task, "--out", out, "--data", dir); r.code != 0 {
+		t.Fatalf("audit-bundle: %d %s", r.code, r.stderr)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, raw
+}
+
+func TestAuditBundleOfAClaimedTaskVerifies(t *testing.T) {
+	dir, task := reviewLedger(t)
+	file, _ := writeBundle(t, dir, task)
+	key := strings.TrimSpace(reviewCLI("checkpoint-key", "export", "--data", dir).stdout)
+	r := reviewCLI("audit-verify", file, "--key", key)
+	if r.code != 0 || !strings.Contains(r.stdout, "task.created") || !strings.Contains(r.stdout, "task.claimed") {
+		t.Fatalf("audit-verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	other, _, _ := checkpoint.LoadOrCreateKey(t.TempDir())
+	if r := reviewCLI("audit-verify", file, "--key", other.Verifier()); r.code != 1 {
+		t.Fatalf("another key: %d %s", r.code, r.stdout)
+	}
+}
+
+func TestAuditBundleOfACanceledTaskVerifies(t *testing.T) {
+	n := nodetest.Start(t)
+	id := n.CreateTask(nil)
+	if r := n.Do("POST", "/api/v1/admin/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "not needed"}, nil); r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	n.Close()
+	file, _ := writeBundle(t, n.Dir, id)
+	if r := reviewCLI("audit-verify", file); r.code != 0 || !strings.Contains(r.stdout, "task.cancel") {
+		t.Fatalf("audit-verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestEverySingleByteFlipOfABundleFails(t *testing.T) {
+	dir, task := reviewLedger(t)
+	_, raw := writeBundle(t, dir, task)
+	key := strings.TrimSpace(reviewCLI("checkpoint-key", "export", "--data", dir).stdout)
+	if _, _, err := verifyBundle(raw, key); err != nil {
+		t.Fatalf("intact bundle: %v", err)
+	}
+	for i := range raw {
+		bad := append([]byte(nil), raw...)
+		bad[i] ^= 0x01
+		if _, _, err := verifyBundle(bad, key); err == nil {
+			t.Fatalf("byte %d flipped: the bundle still verified", i)
+		}
+	}
+}
+
+func TestAuditBundleRefusesBadUse(t *testing.T) {
+	dir, _ := reviewLedger(t)
+	if r := reviewCLI("audit-bundle", "--out", "x"); r.code != 2 {
+		t.Fatalf("no --task: %d", r.code)
+	}
+	if r := reviewCLI("audit-bundle", "--task", "nope", "--out", filepath.Join(t.TempDir(), "b"), "--data", dir); r.code != 1 || !strings.Contains(r.stderr, "no task") {
+		t.Fatalf("unknown task: %d %s", r.code, r.stderr)
+	}
+	if r := reviewCLI("audit-verify", filepath.Join(t.TempDir(), "missing")); r.code != 1 {
+		t.Fatalf("missing file: %d", r.code)
+	}
+}
+
+func TestAuditBundleOfASucceededTaskVerifies(t *testing.T) {
+	n := nodetest.Start(t)
+	d := n.RegisterDevice()
+	id := n.CreateTask(map[string]any{"job": "audit"})
+	nodetest.Must(t, d.Ready(), 200)
+	r0, tok := d.Claim()
+	nodetest.Must(t, r0, 200)
+	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
+	nodetest.Must(t, s, 200)
+	ex := nodetest.Str(s.JSON(), "execution_id")
+	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
+	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
+		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
+	n.Close()
+	file, _ := writeBundle(t, n.Dir, id)
+	r := reviewCLI("audit-verify", file)
+	if r.code != 0 || !strings.Contains(r.stdout, "5 events") || !strings.Contains(r.stdout, "task.completed") {
+		t.Fatalf("audit-verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
