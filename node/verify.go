@@ -58,6 +58,7 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 		return nil, &Violation{Err: err}
 	}
 	st := projections.New(cfg)
+	rules := projections.NewTaskRules()
 	tree := merkle.New()
 	prev := ledger.GenesisHead()
 	var n uint64
@@ -83,6 +84,9 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 			return &Violation{Seq: seq, Err: errors.New("stored bytes are not the canonical encoding of the event")}
 		}
 		if err := st.Apply(&e); err != nil {
+			return &Violation{Seq: seq, Err: err}
+		}
+		if err := rules.Check(&e); err != nil { // what an audit bundle's reader checks, over every task
 			return &Violation{Seq: seq, Err: err}
 		}
 		if err := tree.Append(seq, [][]byte{raw}); err != nil {

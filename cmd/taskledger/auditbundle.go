@@ -15,6 +15,7 @@ import (
 	"taskledger/ledger/checkpoint"
 	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
+	"taskledger/projections"
 )
 
 // BundleFormat names the audit bundle's format version.
@@ -209,6 +210,9 @@ func verifyBundle(raw []byte, key string) (*Bundle, []ledger.Event, error) {
 			return nil, nil, fmt.Errorf("seq %d: body: %w", e.Seq, err)
 		}
 		evs = append(evs, e)
+	}
+	if err := projections.CheckTaskHistory(evs); err != nil {
+		return nil, nil, fmt.Errorf("the task's history breaks its rules: %w", err)
 	}
 	return &b, evs, nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
 
 	"taskledger/ledger/checkpoint"
 	"taskledger/node/nodetest"
@@ -97,5 +99,39 @@ func TestAuditBundleOfASucceededTaskVerifies(t *testing.T) {
 	r := reviewCLI("audit-verify", file)
 	if r.code != 0 || !strings.Contains(r.stdout, "5 events") || !strings.Contains(r.stdout, "task.completed") {
 		t.Fatalf("audit-verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A bundle of a failed, a recovered and a late-reported task verifies
+// too: each history passes the task's own rules from the bundle alone.
+func TestAuditBundlesOfFailedRecoveredAndLateTasksVerify(t *testing.T) {
+	n := nodetest.Start(t)
+	run := func() (*nodetest.Device, string, string, string) {
+		d := n.RegisterDevice()
+		id := n.CreateTask(map[string]any{"job": "audit"})
+		nodetest.Must(t, d.Ready(), 200)
+		r, tok := d.Claim()
+		nodetest.Must(t, r, 200)
+		s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
+		nodetest.Must(t, s, 200)
+		return d, id, tok, nodetest.Str(s.JSON(), "execution_id")
+	}
+	d, failed, tok, ex := run()
+	nodetest.Must(t, d.Call(failed, "fail", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
+		"expected_version": 3, "reason_code": "exit_7", "detail": "exited 7"}, ""), 200)
+	ld, late, ltok, lex := run()
+	rd, recovered, _, _ := run()
+	_ = rd
+	n.Advance(2 * time.Minute) // both running leases end
+	nodetest.Must(t, ld.Call(late, "complete", ltok, map[string]any{"claim_generation": 1, "execution_id": lex,
+		"expected_version": 3, "result": map[string]any{"late": true}}, ""), 409, "lease_expired")
+	nodetest.Must(t, n.Do("POST", "/api/v1/admin/tasks/"+recovered+"/recover", n.AdminToken,
+		map[string]any{"decision": "requeue", "reason": "device lost", "expected_version": 3}, nil), 200)
+	n.Close()
+	for id, want := range map[string]string{failed: "task.failed", late: "task.late_report", recovered: "task.recovered"} {
+		file, _ := writeBundle(t, n.Dir, id)
+		if r := reviewCLI("audit-verify", file); r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("audit-verify of %s: %d %s %s", want, r.code, r.stdout, r.stderr)
+		}
 	}
 }
