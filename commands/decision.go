@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"crypto/rand"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -12,6 +13,28 @@ type Ctx struct {
 	State *projections.State
 	Now   int64 // Unix ms, never below the head's time
 	Cfg   *Config
+	// IDs and Nonce, when set, replace NewID and crypto/rand for the ids
+	// (tasks, devices, authorizations, executions, evidence) and claim
+	// nonces a decision creates: tests inject them to compare whole events.
+	IDs   func() string
+	Nonce func(b []byte) error
+}
+
+// newID is a fresh id: the injected one, else NewID.
+func (x *Ctx) newID() string {
+	if x.IDs != nil {
+		return x.IDs()
+	}
+	return NewID()
+}
+
+// nonce fills b with the injected nonce, else from crypto/rand.
+func (x *Ctx) nonce(b []byte) error {
+	if x.Nonce != nil {
+		return x.Nonce(b)
+	}
+	_, err := rand.Read(b)
+	return err
 }
 
 // Draft is an event a command wants appended; the sequencer stamps seq,

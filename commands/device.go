@@ -2,7 +2,6 @@ package commands
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -220,7 +219,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 			return nil, ErrClaimTokenRequired
 		}
 		var nonce [32]byte
-		if _, err := rand.Read(nonce[:]); err != nil {
+		if err := x.nonce(nonce[:]); err != nil {
 			return nil, err
 		}
 		body.TokenOrigin, body.Nonce = events.TokenServer, hex.EncodeToString(nonce[:])
