@@ -41,7 +41,9 @@ func (w *world) key() string {
 	return fmt.Sprintf("10000000-0000-4000-8000-%012d", w.keys)
 }
 
-func (w *world) admin() AdminReq { return AdminReq{Operator: "op", Key: w.key(), Fingerprint: []byte{byte(w.keys)}} }
+func (w *world) admin() AdminReq {
+	return AdminReq{Operator: "op", Key: w.key(), Fingerprint: []byte{byte(w.keys)}}
+}
 
 // decide runs cmd's Decide and folds what it decided; it returns the
 // event types appended, or the refusal.
