@@ -41,7 +41,7 @@ func (s *Server) answerTask(c echo.Context, res commands.Result) error {
 	var doc map[string]any
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		if t := st.Tasks[res.Record.TaskID]; t != nil {
-			doc = taskDoc(t, now)
+			doc = taskDocIn(st, t, now)
 		}
 	})
 	if doc == nil {
@@ -258,6 +258,7 @@ func (s *Server) authorize(c echo.Context) error {
 	cmd := &commands.Authorize{TaskID: id, ExpectedRevision: uint64(f.integer("expected_revision", true, 1, 1<<53-1))}
 	var ttlErr error
 	cmd.TTL, ttlErr = s.ttl(f, "ttl_seconds")
+	cmd.Takeover = takeoverField(f)
 	if err := f.done(); err != nil {
 		return err
 	}
@@ -379,7 +380,7 @@ func (s *Server) getTask(c echo.Context) error {
 	var doc map[string]any
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		if t := st.Tasks[c.Param("id")]; t != nil {
-			doc = taskDoc(t, now)
+			doc = taskDocIn(st, t, now)
 		}
 	})
 	if doc == nil {
@@ -392,7 +393,7 @@ func (s *Server) getTask(c echo.Context) error {
 func (s *Server) listTasks(c echo.Context) error {
 	q := c.QueryParams()
 	for k := range q {
-		if k != "state" && k != "device_id" && k != "cursor" && k != "limit" {
+		if k != "state" && k != "device_id" && k != "cursor" && k != "limit" && k != "needs_operator" {
 			return invalid("unknown query parameter %q", k)
 		}
 	}
@@ -403,6 +404,13 @@ func (s *Server) listTasks(c echo.Context) error {
 	device := q.Get("device_id")
 	if device != "" && !isUUIDv4(device) {
 		return invalid("device_id must be a canonical lowercase UUIDv4")
+	}
+	needs, err := needsOperatorQuery(q.Get("needs_operator"), q.Has("needs_operator"))
+	if err != nil {
+		return err
+	}
+	if needs != nil && *needs {
+		return s.listNeedingOperator(c, state, device, q.Get("limit"), q.Get("cursor"))
 	}
 	limit, err := queryInt(q.Get("limit"), 100, 1, 500)
 	if err != nil {
@@ -426,11 +434,14 @@ func (s *Server) listTasks(c echo.Context) error {
 			if device != "" && (t.Claim == nil || t.Claim.DeviceID != device) {
 				return true
 			}
+			if needs != nil && st.NeedsOperator(t, now) != *needs {
+				return true
+			}
 			if len(tasks) == int(limit) {
 				next = strconv.FormatUint(t.CreateSeq+1, 10)
 				return false
 			}
-			tasks = append(tasks, taskDoc(t, now))
+			tasks = append(tasks, taskDocIn(st, t, now))
 			return true
 		})
 	})

@@ -170,6 +170,10 @@ func (s *Server) claimDoc(rec *projections.IdemRecord, t *commands.ClaimedTask) 
 	}
 	claim := map[string]any{"generation": r.Generation, "session_id": r.SessionID,
 		"lease_expires_at": formatTime(r.LeaseExpiresAt), "authorization_expires_at": formatTime(r.AuthorizationExpiresAt)}
+	if t.Takeover == projections.TakeoverManual {
+		// Only then: the default answer keeps the contract's exact shape.
+		claim["takeover"] = t.Takeover
+	}
 	if r.TokenOrigin == events.TokenServer {
 		claim["token"] = commands.ServerToken(s.eng.Config().ClaimSecret, rec.DeviceID, r.TaskID, r.AuthorizationID, r.Generation, r.Nonce)
 	}

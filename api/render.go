@@ -39,7 +39,7 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Auth != nil {
 		doc["authorization"] = map[string]any{"id": t.Auth.ID, "status": authStatus(t, now),
-			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision}
+			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision, "takeover": takeoverName(t.Auth.Takeover)}
 	}
 	if t.Claim != nil {
 		doc["claim"] = map[string]any{"generation": t.Claim.Generation, "device_id": t.Claim.DeviceID,

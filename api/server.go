@@ -20,6 +20,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/projections"
 )
 
 // Body limits of api.md.
@@ -74,6 +75,12 @@ func New(o Options) *Server {
 		notify: o.Commits, done: make(chan struct{})}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
+	}
+	if s.metrics != nil && s.eng != nil {
+		s.metrics.WatchNeedingOperator(func() (n int) {
+			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
+			return n
+		})
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

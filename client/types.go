@@ -107,9 +107,12 @@ type Claim struct {
 	SessionID              string          `json:"session_id"`
 	LeaseExpiresAt         time.Time       `json:"lease_expires_at"`
 	AuthorizationExpiresAt time.Time       `json:"authorization_expires_at"`
-	State                  string          `json:"state"`
-	Version                int64           `json:"version"`
-	ServerTime             time.Time       `json:"server_time"`
+	// Takeover is the authorization's policy for a claim lost before start:
+	// "reclaim" or "manual" ("" from a server that does not say).
+	Takeover   string    `json:"takeover,omitempty"`
+	State      string    `json:"state"`
+	Version    int64     `json:"version"`
+	ServerTime time.Time `json:"server_time"`
 	// ServerToken is the server-issued claim token, when the call sent
 	// none. Never serialized.
 	ServerToken string `json:"-"`

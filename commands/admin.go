@@ -196,6 +196,8 @@ type Authorize struct {
 	TaskID           string
 	ExpectedRevision uint64
 	TTL              time.Duration
+	// Takeover is projections.TakeoverReclaim or TakeoverManual.
+	Takeover string
 }
 
 // Decide authorizes the task.
@@ -213,7 +215,8 @@ func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
 	}
 	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskAuthorized, &events.TaskAuthorized{
 		TaskID: t.ID, Version: v, Closed: closed, Authorization: events.AuthBody{ID: x.newID(), Revision: t.Revision,
-			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()}}), nil
+			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()},
+		Takeover: takeoverOf(c.Takeover)}), nil
 }
 
 // RevokeAuthorization makes a task's authorization ineligible.
@@ -298,12 +301,12 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	}
 	d := x.State.Devices[t.Claim.DeviceID]
 	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
-	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt {
+	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !t.ManualTakeover() {
 		// A stale claim of an active device is not recovered: an operator
 		// command (amend, authorize, cancel) or the next claim closes it.
 		return nil, ErrInvalidState
 	}
-	if !revoked && (!t.Started() || x.Now < t.Exec.Lease()) {
+	if !revoked && !x.State.NeedsOperator(t, x.Now) && (!t.Started() || x.Now < t.Exec.Lease()) {
 		return nil, ErrLeaseNotExpired
 	}
 	exec, lease := "", int64(0)
@@ -329,4 +332,12 @@ func (c *AdvanceClock) Decide(x *Ctx) (*Decision, error) {
 	next := x.Now + c.Seconds*1000
 	return &Decision{ManualClock: &next,
 		Answer: func(*projections.State) Result { return Result{Value: next} }}, nil
+}
+
+// takeoverOf is the policy an authorization records: reclaim unless manual.
+func takeoverOf(p string) string {
+	if p == projections.TakeoverManual {
+		return p
+	}
+	return projections.TakeoverReclaim
 }

@@ -1,7 +1,7 @@
 package commands
 
 import (
-	"crypto/rand"
+	"encoding/hex"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -28,13 +28,17 @@ func (x *Ctx) newID() string {
 	return NewID()
 }
 
-// nonce fills b with the injected nonce, else from crypto/rand.
-func (x *Ctx) nonce(b []byte) error {
-	if x.Nonce != nil {
-		return x.Nonce(b)
+// newNonce is a fresh claim nonce (hex of 32 bytes): from the injected
+// Nonce, else NewNonce.
+func (x *Ctx) newNonce() (string, error) {
+	if x.Nonce == nil {
+		return NewNonce()
 	}
-	_, err := rand.Read(b)
-	return err
+	var b [32]byte
+	if err := x.Nonce(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Draft is an event a command wants appended; the sequencer stamps seq,

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -153,6 +154,12 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
 
+	// A claim of this device that needs an operator (manual takeover) is
+	// never re-claimed, resumed or left behind for another task.
+	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID && x.State.NeedsOperator(t, x.Now) {
+		return requiresManual(actor, id, scope, c, d.ID, t.ID), nil
+	}
+
 	// The device's open task: resume it or refuse.
 	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID &&
 		(t.Started() || x.Now < t.Claim.LeaseExpiresAt) {
@@ -218,11 +225,11 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		if x.Cfg.ClaimSecret == nil {
 			return nil, ErrClaimTokenRequired
 		}
-		var nonce [32]byte
-		if err := x.nonce(nonce[:]); err != nil {
+		nonce, err := x.newNonce()
+		if err != nil {
 			return nil, err
 		}
-		body.TokenOrigin, body.Nonce = events.TokenServer, hex.EncodeToString(nonce[:])
+		body.TokenOrigin, body.Nonce = events.TokenServer, nonce
 		body.TokenHash = HashToken(ServerToken(x.Cfg.ClaimSecret, d.ID, t.ID, t.Auth.ID, gen, body.Nonce))
 	}
 	if p != nil {
@@ -238,6 +245,16 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		dec.SecretCheck = SecretCheck(x.Cfg.ClaimSecret)
 	}
 	return dec, nil
+}
+
+// NewNonce returns the random 32-byte nonce of a server-issued claim
+// token, as 64 lowercase hex characters (crypto/rand).
+func NewNonce() (string, error) {
+	var nonce [32]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(nonce[:]), nil
 }
 
 // HashToken is the SHA-256 (hex) under which a token is stored.
@@ -275,3 +292,12 @@ func SecretCheck(secret []byte) []byte {
 
 // NewID returns a new canonical UUIDv4.
 func NewID() string { return uuid.NewString() }
+
+// requiresManual records a claim-next refused with claim_requires_manual.
+func requiresManual(actor ledger.Actor, id *ledger.Idem, scope string, c *ClaimNext, device, task string) *Decision {
+	return &Decision{
+		Events: []Draft{{Stream: events.DeviceStream(device), Type: events.EvDeviceClaimRequiresManual,
+			Actor: actor, Idem: id, Body: &events.DeviceClaimRequiresManual{DeviceID: device, SessionID: c.SessionID, TaskID: task}}},
+		Answer: recorded(scope, c.Key),
+	}
+}

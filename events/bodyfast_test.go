@@ -88,7 +88,9 @@ func TestBodyFastMatchesGeneric(t *testing.T) {
 	defer store.Close()
 	n := 0
 	err = store.Range(0, func(e *ledger.Event) error {
-		if e.Schema == CurrentSchema(e.Type) {
+		// Bodies of an older schema that only lacks fields decode into the
+		// current type too (heartbeat schema 1 lacks one and renames none).
+		if e.Schema == CurrentSchema(e.Type) || e.Type != EvTaskHeartbeat {
 			if !checkBodyFast(t, e.Type, e.Body) {
 				t.Errorf("seq %d %s: not decoded by the fast path", e.Seq, e.Type)
 			}

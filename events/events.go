@@ -112,12 +112,15 @@ type TaskReferenceImageSet struct {
 	Closed   *ClosedClaim `msgpack:"closed_claim" json:"closed_claim"`
 }
 
-// TaskAuthorized is the body of task.authorized.
+// TaskAuthorized is the body of task.authorized (schema 2). Schema 2 added
+// takeover, the authorization's takeover policy; schema-1 bodies are upcast
+// with it "" (reclaim, the only policy there was).
 type TaskAuthorized struct {
 	TaskID        string       `msgpack:"task_id" json:"task_id"`
 	Authorization AuthBody     `msgpack:"authorization" json:"authorization"`
 	Version       uint64       `msgpack:"version" json:"version"`
 	Closed        *ClosedClaim `msgpack:"closed_claim" json:"closed_claim"`
+	Takeover      string       `msgpack:"takeover" json:"takeover,omitempty"`
 }
 
 // TaskAuthorizationRevoked is the body of task.authorization_revoked.

@@ -39,4 +39,33 @@ func registerUpcasters() {
 	hb.current = 2
 	hb.upcast[1] = upcastHeartbeatV1
 	codecs[EvTaskHeartbeat] = hb
+
+	added := func(typ string, current int) {
+		c := codecs[typ]
+		for old := 1; old < current; old++ {
+			c.upcast[old] = upcastAddedFields(typ, old, c.new)
+		}
+		c.current = current
+		codecs[typ] = c
+	}
+	added(EvTaskAuthorized, 2) // 2: takeover
+	// 2: lease_expires_at, the running lease the decision was judged
+	// against (quiet heartbeats, decision D100); 0 in schema 1.
+	for _, typ := range []string{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
+		EvTaskLateReport, EvTaskCanceled, EvTaskRecovered, EvTaskEvidenceAttached} {
+		added(typ, 2)
+	}
+}
+
+// upcastAddedFields decodes a body of an older schema that differs from
+// the current one only by fields added since (absent → zero value). newBody
+// returns the current body type.
+func upcastAddedFields(typ string, schema int, newBody func() any) func(raw []byte) (any, error) {
+	return func(raw []byte) (any, error) {
+		v := newBody()
+		if err := ledger.Unmarshal(raw, v); err != nil {
+			return nil, fmt.Errorf("%w: %s schema %d body: %v", ledger.ErrCorrupt, typ, schema, err)
+		}
+		return v, nil
+	}
 }

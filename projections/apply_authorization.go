@@ -15,7 +15,7 @@ func (s *State) applyAuthorized(e *ledger.Event, b *events.TaskAuthorized) error
 	if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
 		return err
 	}
-	t.Auth = &Authorization{AuthBody: b.Authorization, Status: AuthActive, CreatedAt: e.At}
+	t.Auth = &Authorization{AuthBody: b.Authorization, Status: AuthActive, CreatedAt: e.At, Takeover: b.Takeover}
 	s.touch(t, e)
 	s.record(e, t, nil, OutcomeAccepted)
 	return nil

@@ -77,6 +77,9 @@ func (s *State) applyClaimed(e *ledger.Event, b *events.TaskClaimed) error {
 		if e.At < t.Claim.LeaseExpiresAt {
 			return violation("task %s claimed by %s while %s holds an unexpired claim", t.ID, b.DeviceID, t.Claim.DeviceID)
 		}
+		if err := takeoverRefused(t, e); err != nil {
+			return err
+		}
 	default:
 		return violation("task %s claimed in %s", t.ID, t.State)
 	}

@@ -103,7 +103,7 @@ func (s *State) applyRecovered(e *ledger.Event, b *events.TaskRecovered) error {
 			return violation("task %s recovered while its execution is live", t.ID)
 		}
 		foldLease(t, lease, t.Exec.LastSeenAt)
-	case !revoked:
+	case !revoked && !recoverableClaim(t, e.At):
 		return violation("task %s recovered while CLAIMED by an active device", t.ID)
 	}
 	if err := checkVersion(t, b.Version); err != nil {

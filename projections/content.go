@@ -22,7 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ3\n"
+//	magic        8 bytes "TLPROJ4\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
@@ -196,6 +196,7 @@ const (
 	tfResult
 	tfFailure
 	tfRecovery
+	tfAuthTakeover // the authorization names its takeover policy
 )
 
 // taskChunks is how many independent chunks the task section is cut
@@ -259,6 +260,9 @@ func encodeTaskChunk(tasks []*Task) ([]byte, error) {
 			e.tm(base, a.ExpiresAt)
 			e.istr(a.Status)
 			e.tm(base, a.CreatedAt)
+			if a.Takeover != "" {
+				e.istr(a.Takeover)
+			}
 		}
 		if c := t.Claim; c != nil {
 			e.uv(c.Generation)
@@ -332,6 +336,7 @@ func taskFlags(t *Task) uint64 {
 	set(t.Result != nil, tfResult)
 	set(t.Failure != nil, tfFailure)
 	set(t.Recovery != nil, tfRecovery)
+	set(t.Auth != nil && t.Auth.Takeover != "", tfAuthTakeover)
 	return f
 }
 
@@ -465,6 +470,9 @@ func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *ta
 			a.ExpiresAt = d.tm(base)
 			a.Status = d.istr()
 			a.CreatedAt = d.tm(base)
+			if f&tfAuthTakeover != 0 {
+				a.Takeover = d.istr()
+			}
 			t.Auth = a
 		} else if f&tfAuthSamePayload != 0 {
 			d.fail("task flags")
@@ -511,7 +519,7 @@ func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *ta
 			r.At = d.tm(base)
 			t.Recovery = r
 		}
-		if f >= tfRecovery<<1 {
+		if f >= tfAuthTakeover<<1 || (f&tfAuthTakeover != 0 && f&tfAuth == 0) {
 			d.fail("task flags")
 		}
 		if k := d.count(); k >= 0 {

@@ -48,7 +48,10 @@ const (
 // Authorization is a task's current authorization snapshot.
 type Authorization struct {
 	events.AuthBody
-	Status    string `msgpack:"status"`
+	Status string `msgpack:"status"`
+	// Takeover is the authorization's takeover policy (TakeoverManual, or
+	// TakeoverReclaim / "" for reclaim).
+	Takeover  string `msgpack:"takeover"`
 	CreatedAt int64  `msgpack:"created_at"`
 }
 
@@ -260,6 +263,7 @@ type State struct {
 	queue        taskQueue
 	claimExpiry  expiryHeap
 	queueCounter uint64
+	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
 	counts       stateCounts
 }
 

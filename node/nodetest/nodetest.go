@@ -86,13 +86,13 @@ func (n *Node) Close() {
 		live, _ = s.CanonicalWithSoft()
 		cfg = s.Config()
 		if err := s.CheckStateCounts(); err != nil {
-			n.T.Errorf("apptest: live %v", err)
+			n.T.Errorf("nodetest: live %v", err)
 		}
 		if raw, err := s.Canonical(); err == nil {
 			if r, err := projections.Restore(raw, cfg); err != nil {
-				n.T.Errorf("apptest: restore: %v", err)
+				n.T.Errorf("nodetest: restore: %v", err)
 			} else if err := r.CheckStateCounts(); err != nil {
-				n.T.Errorf("apptest: restored %v", err)
+				n.T.Errorf("nodetest: restored %v", err)
 			}
 		}
 	})
