@@ -223,6 +223,13 @@ func (p *page) fill(name, value string) {
 	p.run(chromedp.SendKeys(chromedp.CSS(sel), value))
 }
 
+// openTask opens a task's detail from the list and waits until it shows.
+func (p *page) openTask(id string) {
+	p.t.Helper()
+	p.click("button", "Task "+id)
+	p.waitFor("the detail of "+id, fmt.Sprintf(`!document.querySelector('#view-task').hidden && document.querySelector('#task-title').title === %q && document.querySelector('#history li') !== null`, id))
+}
+
 func (p *page) text() string {
 	var s string
 	p.eval(`document.body.innerText`, &s)
@@ -288,10 +295,10 @@ func (p *page) checkLayout(view string) {
 
 // fleet is the data one viewport's run acts on: a task in every state.
 type fleet struct {
-	pending, cancelMe, claimed, running, stopMe, expired, waiting, succeeded, failed, canceled string
-	stopDev                                                                                    *nodetest.Device
-	stopTok, stopExec                                                                          string
-	keepAlive                                                                                  func()
+	pending, cancelMe, claimed, running, stopMe, expired, waiting, succeeded, failed, canceled, created string
+	stopDev                                                                                             *nodetest.Device
+	stopTok, stopExec                                                                                   string
+	keepAlive                                                                                           func()
 }
 
 func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
@@ -333,6 +340,10 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	beat := func(d *nodetest.Device, id, tok, ex string) {
 		nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "working"}, ""), http.StatusOK)
 	}
+	// The running task has a screenshot; the pending one a reference image.
+	nodetest.Must(t, n.Do("POST", "/api/v1/device/tasks/"+f.running+"/evidence", rd.Token, i4TinyPNG(t), map[string]string{
+		"Idempotency-Key": nodetest.NewKey(), "X-Claim-Token": tok, "X-Claim-Generation": "1", "X-Execution-Id": ex,
+		"X-Evidence-Kind": "screenshot", "X-Captured-At": "2026-03-01T10:00:00.123Z", "Content-Type": "image/png"}), http.StatusCreated)
 	f.stopDev, f.stopMe, f.stopTok, f.stopExec = started()
 	f.keepAlive = func() {
 		beat(rd, f.running, tok, ex)
@@ -343,6 +354,7 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	nodetest.Must(t, ctCancel(n, f.canceled), http.StatusOK)
 	f.cancelMe = n.CreateTask(map[string]any{"job": "to cancel"})
 	f.pending = n.CreateTask(map[string]any{"job": "waits", "nested": map[string]any{"a": []any{1, 2}}})
+	nodetest.Must(t, i4PutImage(n, f.pending, i4TinyJPEG(t, 7), ""), http.StatusOK)
 	// Let the "expired" execution's lease run out while the others live.
 	n.Advance(60 * time.Second)
 	f.keepAlive()
@@ -365,8 +377,11 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Run(vp.name, func(t *testing.T) {
 			f := makeFleet(t, n)
 			defer func() { // the next size's fleet claims its own new tasks
-				ctCancel(n, f.pending)
-				ctCancel(n, f.cancelMe)
+				for _, id := range []string{f.pending, f.cancelMe, f.created} {
+					if id != "" {
+						ctCancel(n, id)
+					}
+				}
 			}()
 			p := openPage(t, actx, n, shots, vp.name, vp.width, vp.height, vp.phone)
 			consoleScenario(t, p, f)
@@ -410,9 +425,33 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.checkLayout("tasks")
 	p.shot("tasks")
 
+	// Create a task from the console; a refused authorization shows the
+	// API's code and changes nothing.
+	p.click("button", "New task")
+	p.fill("Payload (JSON object)", `{"job": "from the console", "n": 2}`)
+	p.click("button", "Confirm")
+	p.waitFor("the new task's detail", `!document.querySelector('#view-task').hidden && document.querySelector('#task-title').title.length === 36 && document.body.innerText.includes('from the console')`)
+	var created string
+	p.eval(`document.querySelector('#task-title').title`, &created)
+	f.created = created
+	if m := n.Task(created); m["state"] != "PENDING" || m["authorization"] == nil {
+		t.Fatalf("created from the console: %v", m)
+	}
+	head := n.Head()
+	p.click("button", "Authorize")
+	p.fill("Authorization TTL (seconds)", "999999999")
+	p.click("button", "Confirm")
+	p.waitFor("the refusal's code", `document.querySelector('#dialog-error').textContent.startsWith('invalid_ttl')`)
+	if n.Head() != head {
+		t.Error("a refused authorization appended an event")
+	}
+	p.checkLayout("refused")
+	p.shot("refused")
+	p.click("button", "Back")
+	p.click("button", "← Tasks")
+
 	// A detail: readable, and never a token or hash.
-	p.click("button", "Task "+f.running)
-	p.waitFor("the detail", `document.querySelector('#history li') !== null && document.body.innerText.includes('Execution')`)
+	p.openTask(f.running)
 	txt := p.text()
 	for _, want := range []string{"Payload", "Authorization", "Claim", "Execution", "History", "task.started", "task.claimed", "working"} {
 		if !strings.Contains(txt, want) {
@@ -424,12 +463,16 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	if strings.Contains(html, "token_sha256") || strings.Contains(html, f.stopTok) || strings.Contains(html, "nonce") {
 		t.Error("the detail shows a token, hash or nonce")
 	}
+	p.waitFor("the evidence thumbnail", `[...document.querySelectorAll('#task-body img')].some(i => i.alt.startsWith('Evidence') && i.complete && i.naturalWidth > 0)`)
 	p.checkLayout("detail")
 	p.shot("detail")
+	p.click("button", "← Tasks")
+	p.openTask(f.pending)
+	p.waitFor("the reference image", `[...document.querySelectorAll('#task-body img')].some(i => i.alt === 'Reference image' && i.complete && i.naturalWidth > 0)`)
 
 	// Cancel a PENDING task.
 	p.click("button", "← Tasks")
-	p.click("button", "Task "+f.cancelMe)
+	p.openTask(f.cancelMe)
 	p.click("button", "Cancel task")
 	p.waitFor("the dialog", `document.querySelector('dialog[open]') !== null`)
 	p.checkLayout("confirm")
@@ -442,7 +485,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 
 	// Request a safe stop of a RUNNING task; the device's ack shows without a reload.
 	p.click("button", "← Tasks")
-	p.click("button", "Task "+f.stopMe)
+	p.openTask(f.stopMe)
 	p.click("button", "Request safe stop")
 	p.click("button", "Confirm")
 	p.waitFor("cancel requested", `document.body.innerText.includes('cancel requested')`)
@@ -462,7 +505,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 
 	// Recover the task whose running lease expired.
 	p.click("button", "← Tasks")
-	p.click("button", "Task "+f.expired)
+	p.openTask(f.expired)
 	p.waitFor("the expired flag", `document.body.innerText.includes('lease expired')`)
 	p.click("button", "Recover")
 	p.click("button", "Confirm")

@@ -228,6 +228,11 @@ function start() {
 // ---------- views ----------
 
 function show(view, taskId) {
+  if (view === 'task' && taskId !== state.taskId) { // never show another task's detail while this one loads
+    $('task-title').textContent = `Task ${short(taskId)}`;
+    $('task-title').title = '';
+    for (const id of ['task-body', 'task-actions', 'history']) $(id).replaceChildren();
+  }
   state.view = view;
   state.taskId = taskId || null;
   $('view-tasks').hidden = view !== 'tasks';
