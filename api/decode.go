@@ -173,18 +173,6 @@ func (f *fields) integer(name string, required bool, lo, hi int64) int64 {
 	return i
 }
 
-func (f *fields) boolean(name string, required bool) bool {
-	v, ok := f.get(name, required)
-	if !ok {
-		return false
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		f.fail(invalid("field %q must be a boolean", name))
-	}
-	return b
-}
-
 func (f *fields) object(name string, required bool) map[string]any {
 	v, ok := f.get(name, required)
 	if !ok {

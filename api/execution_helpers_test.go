@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"taskledger/node/nodetest"
 )
@@ -240,16 +239,6 @@ func i4TinyJPEG(t testing.TB, seed uint8) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
-}
-
-// expireIn is the duration from the node's current time to an RFC 3339 time.
-func i4MustTime(t testing.TB, s string) time.Time {
-	t.Helper()
-	v, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		t.Fatalf("time %q: %v", s, err)
-	}
-	return v
 }
 
 // i4NoSecret fails if body holds a token of the life (device, claim,

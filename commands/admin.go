@@ -68,7 +68,7 @@ func (c *RegisterDevice) Decide(x *Ctx) (*Decision, error) {
 	if dec != nil || err != nil {
 		return dec, err
 	}
-	id := NewID()
+	id := x.newID()
 	return c.decision(scope, events.DeviceStream(id), events.EvDeviceRegistered, &events.DeviceRegistered{
 		DeviceID: id, OwnerID: c.OwnerID, Name: c.Name, HasChecks: c.HasChecks,
 		RequiredChecks: c.RequiredChecks, TokenHash: c.TokenHash}), nil
@@ -112,10 +112,10 @@ func (c *CreateTask) Decide(x *Ctx) (*Decision, error) {
 	if dec != nil || err != nil {
 		return dec, err
 	}
-	id := NewID()
+	id := x.newID()
 	body := &events.TaskCreated{TaskID: id, Payload: c.Payload, PayloadSHA256: c.PayloadSHA256}
 	if c.AuthorizeTTL > 0 {
-		body.Authorization = &events.AuthBody{ID: NewID(), Revision: 1, PayloadSHA256: c.PayloadSHA256,
+		body.Authorization = &events.AuthBody{ID: x.newID(), Revision: 1, PayloadSHA256: c.PayloadSHA256,
 			ExpiresAt: x.Now + c.AuthorizeTTL.Milliseconds()}
 	}
 	return c.decision(scope, events.TaskStream(id), events.EvTaskCreated, body), nil
@@ -214,7 +214,7 @@ func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
 		img = t.Image.SHA256
 	}
 	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskAuthorized, &events.TaskAuthorized{
-		TaskID: t.ID, Version: v, Closed: closed, Authorization: events.AuthBody{ID: NewID(), Revision: t.Revision,
+		TaskID: t.ID, Version: v, Closed: closed, Authorization: events.AuthBody{ID: x.newID(), Revision: t.Revision,
 			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()},
 		Takeover: takeoverOf(c.Takeover)}), nil
 }

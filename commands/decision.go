@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/hex"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -12,6 +13,32 @@ type Ctx struct {
 	State *projections.State
 	Now   int64 // Unix ms, never below the head's time
 	Cfg   *Config
+	// IDs and Nonce, when set, replace NewID and crypto/rand for the ids
+	// (tasks, devices, authorizations, executions, evidence) and claim
+	// nonces a decision creates: tests inject them to compare whole events.
+	IDs   func() string
+	Nonce func(b []byte) error
+}
+
+// newID is a fresh id: the injected one, else NewID.
+func (x *Ctx) newID() string {
+	if x.IDs != nil {
+		return x.IDs()
+	}
+	return NewID()
+}
+
+// newNonce is a fresh claim nonce (hex of 32 bytes): from the injected
+// Nonce, else NewNonce.
+func (x *Ctx) newNonce() (string, error) {
+	if x.Nonce == nil {
+		return NewNonce()
+	}
+	var b [32]byte
+	if err := x.Nonce(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Draft is an event a command wants appended; the sequencer stamps seq,

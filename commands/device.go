@@ -225,7 +225,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		if x.Cfg.ClaimSecret == nil {
 			return nil, ErrClaimTokenRequired
 		}
-		nonce, err := NewNonce()
+		nonce, err := x.newNonce()
 		if err != nil {
 			return nil, err
 		}

@@ -180,7 +180,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 			return nil, ErrInvalidState
 		}
 		return draft(events.EvTaskStarted, &events.TaskStarted{TaskID: t.ID, DeviceID: d.ID, Generation: g,
-			ExecutionID: NewID(), AuthorizationID: t.Auth.ID,
+			ExecutionID: x.newID(), AuthorizationID: t.Auth.ID,
 			LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Version: v}), nil
 	case OpHeartbeat:
 		lease := x.Now + x.Cfg.RunningLease.Milliseconds()
@@ -210,7 +210,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	case OpEvidence:
 		ev := c.Evidence
 		return draft(events.EvTaskEvidenceAttached, &events.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, EvidenceID: NewID(), SHA256: ev.SHA256, Size: ev.Size, Kind: ev.Kind,
+			Generation: g, ExecutionID: ex, EvidenceID: x.newID(), SHA256: ev.SHA256, Size: ev.Size, Kind: ev.Kind,
 			CapturedAt: ev.CapturedAt, LeaseExpiresAt: leaseEnd}), nil
 	}
 	return nil, ErrInternal

@@ -67,7 +67,7 @@ func retentionCfg() projections.Config {
 // TestSnapshotEveryNAndStartFromSnapshotPlusTail: the running node writes
 // a snapshot every N events in the background (keeping the newest two);
 // a restart loads the newest one and replays only the tail, and its
-// projections equal the ones before the restart (and, in the apptest
+// projections equal the ones before the restart (and, in the nodetest
 // cleanup, a full replay; verify checks snapshot + tail = full log).
 func TestSnapshotEveryNAndStartFromSnapshotPlusTail(t *testing.T) {
 	w := newWritten()
@@ -104,7 +104,7 @@ func TestSnapshotEveryNAndStartFromSnapshotPlusTail(t *testing.T) {
 	newest := list[0].Seq
 	head := n.Head()
 	before := canonical(t, n)
-	n2 := n.Restart(every(10)) // the apptest checks run on the closed node
+	n2 := n.Restart(every(10)) // the nodetest checks run on the closed node
 	if n2.Loaded.Snapshot == nil || n2.Loaded.Snapshot.Seq != newest || n2.Loaded.Replayed != head-newest {
 		t.Fatalf("start-up loaded %+v (newest snapshot %d, head %d)", n2.Loaded, newest, head)
 	}

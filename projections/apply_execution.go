@@ -129,3 +129,84 @@ func (s *State) applyEvidenceAttached(e *ledger.Event, b *events.TaskEvidenceAtt
 	s.record(e, t, r, OutcomeCreated)
 	return nil
 }
+
+func (s *State) applyExecStep(e *ledger.Event, b *events.TaskExecStep) error {
+	t, err := s.task(e, b.TaskID)
+	if err != nil {
+		return err
+	}
+	from, to := StateRunning, StateWaitingConfirmation
+	if e.Type == events.EvTaskResumed {
+		from, to = StateWaitingConfirmation, StateRunning
+	}
+	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, from); err != nil {
+		return err
+	}
+	lease, err := judgedLease(t, b.LeaseExpiresAt)
+	if err != nil {
+		return err
+	}
+	if e.At >= lease {
+		return violation("task %s acted on after its running lease expired", t.ID)
+	}
+	foldLease(t, lease, e.At)
+	if err := checkVersion(t, b.Version); err != nil {
+		return err
+	}
+	t.State, t.Version = to, b.Version
+	s.touch(t, e)
+	s.record(e, t, taskReply(t, e.At), OutcomeAccepted)
+	return nil
+}
+
+// endExecution checks and applies the common part of complete, fail and
+// cancel-ack: the device ends its own live execution.
+func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64, judged int64) (*Task, error) {
+	t, err := s.task(e, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if err := holder(t, device, g, exec, StateRunning, StateWaitingConfirmation); err != nil {
+		return nil, err
+	}
+	lease, err := judgedLease(t, judged)
+	if err != nil {
+		return nil, err
+	}
+	if e.At >= lease {
+		return nil, violation("task %s ended after its running lease expired", t.ID)
+	}
+	foldLease(t, lease, e.At)
+	if err := checkVersion(t, version); err != nil {
+		return nil, err
+	}
+	t.Version = version
+	t.Exec.Ended = true
+	s.releaseDevice(t)
+	return t, nil
+}
+
+// judgedLease is the running lease a decision says it was judged against,
+// checked against the chain: never shorter than the lease the events set
+// (heartbeats that append no event only extend it). 0, in logs written
+// before quiet heartbeats, is the lease the events set.
+func judgedLease(t *Task, recorded int64) (int64, error) {
+	if recorded == 0 {
+		return t.Exec.LeaseExpiresAt, nil
+	}
+	if recorded < t.Exec.LeaseExpiresAt {
+		return 0, violation("task %s decision judged against lease %d, shorter than the running lease %d",
+			t.ID, recorded, t.Exec.LeaseExpiresAt)
+	}
+	return recorded, nil
+}
+
+// foldLease makes a lease-judged event's lease the one the events set, and
+// drops the soft extension it covers, so the live state and a replay (whose
+// soft records are loaded after the fold) agree.
+func foldLease(t *Task, lease, seenAt int64) {
+	t.Exec.LeaseExpiresAt, t.Exec.LastSeenAt = lease, seenAt
+	if t.Exec.SoftLeaseExpiresAt <= lease {
+		t.Exec.SoftLeaseExpiresAt, t.Exec.SoftSeenAt = 0, 0
+	}
+}

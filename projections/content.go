@@ -22,7 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ3\n"
+//	magic        8 bytes "TLPROJ4\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:

@@ -89,7 +89,7 @@ func TestGoldenHeartbeatSchema2(t *testing.T) {
 
 // TestFixtureContinuesWithSchema2 starts a real node on the v1 fixture
 // (with its claim-token secret), runs a heartbeat through it, and checks
-// the log then holds both schemas and still verifies (the apptest cleanup
+// the log then holds both schemas and still verifies (the nodetest cleanup
 // verifies and compares a replay with the live projections).
 func TestFixtureContinuesWithSchema2(t *testing.T) {
 	dir := copyFixture(t)

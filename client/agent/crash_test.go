@@ -142,7 +142,7 @@ func TestCrashWhileRunning(t *testing.T) {
 	code, _, errs := e2e.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", "https://other.example",
 		"--device-id", w.deviceID, "--token-file", "/dev/null")
 	if code == 0 {
-		t.Fatal("enroll switched identity")
+		t.Fatalf("enroll switched identity (stderr %q)", errs)
 	}
 	tf := w.dir + "/tok2"
 	writeFile(t, tf, w.token)

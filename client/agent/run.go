@@ -70,6 +70,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 		return ExitUsage
 	}
 	if len(pos) != 0 || *execCmd == "" {
+		//lint:ignore ST1005 the usage line is the message, printed as is
 		return fail(stderr, fmt.Errorf("%w: run --exec CMD [--poll 2s] [--check NAME=true|false]...", ErrUsage))
 	}
 	argv, err := shlex.Split(*execCmd)

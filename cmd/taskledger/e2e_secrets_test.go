@@ -195,7 +195,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	m = call(200, A, taskA, "start", tokA, map[string]any{"claim_generation": gen, "expected_version": ver})
 	exA := str(m, "execution_id")
 	call(200, A, taskA, "heartbeat", tokA, map[string]any{"claim_generation": gen, "execution_id": exA, "step": "typing"})
-	m = call(200, A, taskA, "complete", tokA, map[string]any{"claim_generation": gen, "execution_id": exA,
+	call(200, A, taskA, "complete", tokA, map[string]any{"claim_generation": gen, "execution_id": exA,
 		"expected_version": num(m, "version"), "result": map[string]any{"ok": true}})
 
 	// B: claim and release, claim again, start, operator cancel, heartbeat
