@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"taskledger/ledger/checkpoint"
 	"taskledger/node/nodetest"
 )
