@@ -7,8 +7,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"taskledger/commands"
 	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
+	"taskledger/projections"
 )
 
 // Errors of the checkpoint and proof routes (stable codes).
@@ -26,6 +28,33 @@ func (s *Server) auditRoutes(v1, adm *echo.Group) {
 	adm.GET("/proofs/inclusion", s.inclusionProof)
 	adm.GET("/proofs/consistency", s.consistencyProof)
 	adm.GET("/tasks/:id/provenance", s.provenance)
+	adm.GET("/tasks/:id/audit-bundle", s.auditBundle)
+}
+
+// auditBundle: GET /admin/tasks/{id}/audit-bundle — the task's audit
+// bundle (its events' envelopes, an inclusion proof for each against one
+// signed checkpoint, the checkpoint and the key's verifier string), the
+// same file `taskledger audit-bundle` writes; the client checks it with no
+// trust in this server (`audit-verify`).
+func (s *Server) auditBundle(c echo.Context) error {
+	if s.tlog == nil {
+		return errNoTransparency
+	}
+	if len(c.QueryParams()) > 0 {
+		return invalid("this route takes no query parameter")
+	}
+	id := c.Param("id")
+	exists := false
+	s.eng.Read(func(st *projections.State) { exists = st.Tasks[id] != nil })
+	if !exists {
+		return commands.ErrTaskNotFound
+	}
+	b, err := s.tlog.Bundle(id)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "application/json", b.Encode())
 }
 
 // proofParams reads the named positive integers; optional ones may be

@@ -3,41 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"taskledger/commands"
-	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
 	"taskledger/projections"
 )
 
-// BundleFormat names the audit bundle's format version.
-const BundleFormat = "taskledger-audit-bundle/1"
-
-// Bundle is one task's history with the proofs that it is in the log:
-// every event's stored envelope, its inclusion proof against one signed
-// checkpoint, the checkpoint and the verifier string of its key.
-type Bundle struct {
-	Format     string        `json:"format"`
-	TaskID     string        `json:"task_id"`
-	Verifier   string        `json:"verifier"`
-	Checkpoint string        `json:"checkpoint"`
-	Events     []BundleEvent `json:"events"`
-}
-
-// BundleEvent is one event of a bundle.
-type BundleEvent struct {
-	Seq      uint64   `json:"seq"`
-	Envelope []byte   `json:"envelope"` // the stored msgpack bytes, base64
-	Proof    [][]byte `json:"proof"`
-}
+// Bundle is the audit bundle's document (ledger/transparency).
+type Bundle = transparency.Bundle
 
 func init() {
 	prev := runMore
@@ -58,13 +40,19 @@ func cmdAuditBundle(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envDefault("data", "./data"), "data directory")
 	task := fs.String("task", "", "the task id")
 	out := fs.String("out", "", "the bundle file to write")
+	server := fs.String("server", "", "read the bundle from this running server (admin token from --token-file or TASKLEDGER_TOKEN) instead of --data")
+	tokenFile := fs.String("token-file", "", "with --server: a file holding the admin token")
+	key := fs.String("key", "", "with --server: the verifier string the bundle must be signed by (default: the one the server names)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
 	}
 	if len(pos) != 0 || *task == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: taskledger audit-bundle --task ID --out FILE [--data DIR]")
+		fmt.Fprintln(stderr, "usage: taskledger audit-bundle --task ID --out FILE [--data DIR | --server URL [--token-file F] [--key VERIFIER]]")
 		return 2
+	}
+	if *server != "" {
+		return remoteBundle(*server, *tokenFile, *key, *task, *out, stderr)
 	}
 	store, code := openLedger(*data, false, stderr)
 	if store == nil {
@@ -75,11 +63,56 @@ func cmdAuditBundle(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
-	doc, _ := json.MarshalIndent(b, "", "  ")
-	if err := os.WriteFile(*out, append(doc, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(*out, b.Encode(), 0o644); err != nil {
 		return fail(stderr, "%v", err)
 	}
 	fmt.Fprintf(stderr, "taskledger: bundle of task %s: %d events, proofs against the checkpoint of size %s\n", *task, len(b.Events), sizeLine(b.Checkpoint))
+	return 0
+}
+
+// remoteBundle fetches a task's bundle from a running server and writes it
+// only once it verifies here (proofs, signature, the task's rules): the
+// server is not trusted for any of it.
+func remoteBundle(server, tokenFile, key, task, out string, stderr io.Writer) int {
+	token := os.Getenv("TASKLEDGER_TOKEN")
+	if tokenFile != "" {
+		raw, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		token = strings.TrimSpace(string(raw))
+	}
+	if token == "" {
+		return fail(stderr, "--server needs an admin token: --token-file FILE or TASKLEDGER_TOKEN")
+	}
+	u, err := url.Parse(strings.TrimRight(server, "/") + "/api/v1/admin/tasks/" + url.PathEscape(task) + "/audit-bundle")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fail(stderr, "--server must be an http or https URL")
+	}
+	req, _ := http.NewRequest("GET", u.String(), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 256<<20))
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		var e struct{ Code, Message string }
+		_ = json.Unmarshal(raw, &e)
+		return fail(stderr, "the server answered %d %s %s", res.StatusCode, e.Code, e.Message)
+	}
+	b, _, err := verifyBundle(raw, key)
+	if err != nil {
+		return fail(stderr, "the server's bundle does not verify: %v", err)
+	}
+	if err := os.WriteFile(out, raw, 0o644); err != nil {
+		return fail(stderr, "%v", err)
+	}
+	fmt.Fprintf(stderr, "taskledger: bundle of task %s from %s: %d events, verified, proofs against the checkpoint of size %s\n", task, u.Host, len(b.Events), sizeLine(b.Checkpoint))
 	return 0
 }
 
@@ -100,121 +133,24 @@ func buildBundle(store *ledger.Store, dir, task string) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	var seqs []uint64
-	if err := store.Stream(events.TaskStream(task), func(e *ledger.Event) error {
-		seqs = append(seqs, e.Seq)
-		return nil
-	}); err != nil {
+	head, err := store.Head()
+	if err != nil {
 		return nil, err
 	}
-	if len(seqs) == 0 {
-		return nil, fmt.Errorf("no task %s in the log", task)
-	}
-	size, note, err := store.LatestCheckpoint()
-	if err != nil || size < seqs[len(seqs)-1] || size > tree.Size() {
-		size = tree.Size()
-		root, err := tree.Root(size)
-		if err != nil {
-			return nil, err
-		}
-		head, err := store.Head()
-		if err != nil {
-			return nil, err
-		}
-		at := max(commands.Ms(commands.WallClock{}.Now()), head.At)
-		if note, err = key.Sign(checkpoint.Checkpoint{Size: size, Root: root, Time: at}); err != nil {
-			return nil, err
-		}
-		if err := store.PutCheckpoint(size, note); err != nil {
-			return nil, err
-		}
-	}
-	b := &Bundle{Format: BundleFormat, TaskID: task, Verifier: key.Verifier(), Checkpoint: string(note)}
-	raws := map[uint64][]byte{}
-	for _, seq := range seqs {
-		_ = store.RangeRaw(seq-1, func(s uint64, raw []byte) error {
-			raws[s] = append([]byte(nil), raw...)
-			return ledger.ErrStop
-		})
-	}
-	for _, seq := range seqs {
-		p, err := tree.Inclusion(seq-1, size)
-		if err != nil {
-			return nil, err
-		}
-		if p == nil {
-			p = [][]byte{}
-		}
-		b.Events = append(b.Events, BundleEvent{Seq: seq, Envelope: raws[seq], Proof: p})
-	}
-	return b, nil
+	return transparency.BuildBundle(store, tree, key, max(commands.Ms(commands.WallClock{}.Now()), head.At), task)
 }
 
-// verifyBundle checks a bundle file with no ledger and no network and
-// returns the task's events in order.
+// verifyBundle checks a bundle with no ledger and no network: its proofs
+// and signature (transparency.OpenBundle), then the task's own rules.
 func verifyBundle(raw []byte, key string) (*Bundle, []ledger.Event, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var b Bundle
-	if err := dec.Decode(&b); err != nil {
-		return nil, nil, fmt.Errorf("not an audit bundle: %w", err)
-	}
-	canon, _ := json.MarshalIndent(&b, "", "  ")
-	if !bytes.Equal(raw, append(canon, '\n')) {
-		return nil, nil, errors.New("the bundle is not in canonical form (a byte was changed)")
-	}
-	if b.Format != BundleFormat {
-		return nil, nil, fmt.Errorf("unknown bundle format %q", b.Format)
-	}
-	if key == "" {
-		key = b.Verifier
-	} else if key != b.Verifier {
-		return nil, nil, errors.New("the bundle names another key than --key")
-	}
-	cp, err := checkpoint.Open([]byte(b.Checkpoint), key)
+	b, evs, err := transparency.OpenBundle(raw, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if len(b.Events) == 0 {
-		return nil, nil, errors.New("the bundle holds no event")
-	}
-	stream := events.TaskStream(b.TaskID)
-	var evs []ledger.Event
-	for i, be := range b.Events {
-		if err := merkle.VerifyInclusion(be.Seq, cp.Size, merkle.LeafHash(be.Envelope), be.Proof, cp.Root); err != nil {
-			return nil, nil, fmt.Errorf("seq %d: not in the log of the checkpoint: %v", be.Seq, err)
-		}
-		e, err := ledger.DecodeEvent(be.Envelope)
-		if err != nil {
-			return nil, nil, fmt.Errorf("seq %d: %w", be.Seq, err)
-		}
-		if re, err := ledger.Marshal(&e); err != nil || !bytes.Equal(re, be.Envelope) {
-			return nil, nil, fmt.Errorf("seq %d: the envelope is not canonical", be.Seq)
-		}
-		if h, err := ledger.ComputeHash(&e); err != nil || !bytes.Equal(h, e.Hash) {
-			return nil, nil, fmt.Errorf("seq %d: the event's hash does not match its content", be.Seq)
-		}
-		if e.Seq != be.Seq || e.Stream != stream {
-			return nil, nil, fmt.Errorf("seq %d: the envelope is of seq %d, stream %s", be.Seq, e.Seq, e.Stream)
-		}
-		if e.StreamVersion != uint64(i)+1 {
-			return nil, nil, fmt.Errorf("seq %d: stream version %d, want %d (an event of the task is missing)", e.Seq, e.StreamVersion, i+1)
-		}
-		if i > 0 && e.Seq <= evs[i-1].Seq {
-			return nil, nil, fmt.Errorf("seq %d: events out of order", e.Seq)
-		}
-		if i > 0 && e.At < evs[i-1].At {
-			return nil, nil, fmt.Errorf("seq %d: time goes back", e.Seq)
-		}
-		if _, err := events.DecodeBody(e.Type, e.Schema, e.Body); err != nil {
-			return nil, nil, fmt.Errorf("seq %d: body: %w", e.Seq, err)
-		}
-		evs = append(evs, e)
+		return nil, nil, err
 	}
 	if err := projections.CheckTaskHistory(evs); err != nil {
 		return nil, nil, fmt.Errorf("the task's history breaks its rules: %w", err)
 	}
-	return &b, evs, nil
+	return b, evs, nil
 }
 
 func auditVerifyBundle(path, key string, stdout, stderr io.Writer) int {

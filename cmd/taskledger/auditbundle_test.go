@@ -134,3 +134,51 @@ func TestAuditBundlesOfFailedRecoveredAndLateTasksVerify(t *testing.T) {
 		}
 	}
 }
+
+// audit-bundle --server reads the bundle from a running server and keeps
+// it only once it verifies here; refusals name their reason and write
+// nothing.
+func TestAuditBundleFromARunningServer(t *testing.T) {
+	n := nodetest.Start(t)
+	id := n.CreateTask(map[string]any{"job": "remote"})
+	nodetest.Must(t, n.Do("POST", "/api/v1/admin/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "done"}, nil), 200)
+	key := strings.TrimSpace(reviewCLI("checkpoint-key", "export", "--data", n.Dir).stdout)
+	out := filepath.Join(t.TempDir(), "bundle.json")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(n.AdminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := reviewCLI("audit-bundle", "--server", n.URL, "--token-file", tokenFile, "--task", id, "--out", out, "--key", key); r.code != 0 {
+		t.Fatalf("audit-bundle --server: %d %s", r.code, r.stderr)
+	}
+	if r := reviewCLI("audit-verify", out, "--key", key); r.code != 0 || !strings.Contains(r.stdout, "task.canceled") {
+		t.Fatalf("audit-verify of the served bundle: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	other, _, _ := checkpoint.LoadOrCreateKey(t.TempDir())
+	bad := filepath.Join(t.TempDir(), "bad", "bundle.json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want string
+	}{
+		{"no token", []string{"--task", id}, "", "admin token"},
+		{"a refused token", []string{"--task", id}, "tladm_nope", "401"},
+		{"an unknown task", []string{"--task", nodetest.NewKey()}, n.AdminToken, "task_not_found"},
+		{"another key", []string{"--task", id, "--key", other.Verifier()}, n.AdminToken, "does not verify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TASKLEDGER_TOKEN", tc.env)
+			r := reviewCLI(append([]string{"audit-bundle", "--server", n.URL, "--out", bad}, tc.args...)...)
+			if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("%d %q, want exit 1 naming %q", r.code, r.stderr, tc.want)
+			}
+			if _, err := os.Stat(bad); !os.IsNotExist(err) {
+				t.Fatalf("a refused bundle was written")
+			}
+		})
+	}
+	if r := n.Do("GET", "/api/v1/admin/tasks/"+id+"/audit-bundle?x=1", n.AdminToken, nil, nil); r.Status != 400 {
+		t.Fatalf("a query parameter: %d", r.Status)
+	}
+}
