@@ -238,10 +238,29 @@ func (p *page) fill(name, value string) {
 }
 
 // openTask opens a task's detail from the list and waits until it shows.
+// A live update may re-render the list between the mouse's move and its
+// press, so the click is repeated until the detail opens.
 func (p *page) openTask(id string) {
 	p.t.Helper()
-	p.click("button", "Task "+id)
-	p.waitFor("the detail of "+id, fmt.Sprintf(`!document.querySelector('#view-task').hidden && document.querySelector('#task-title').title === %q && document.querySelector('#history li') !== null`, id))
+	opened := fmt.Sprintf(`!document.querySelector('#view-task').hidden && document.querySelector('#task-title').title === %q && document.querySelector('#history li') !== null`, id)
+	for range 5 {
+		p.click("button", "Task "+id)
+		ctx, cancel := context.WithTimeout(p.ctx, 4*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](opened, chromedp.WithPollingInterval(50*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return
+		}
+		var shown string // the task whose detail is open, "" for none
+		p.eval(`document.querySelector('#view-task').hidden ? '' : document.querySelector('#task-title').title`, &shown)
+		if shown == id { // it opened, still loading: wait for it
+			break
+		}
+		if shown != "" { // the press landed on another row
+			p.click("button", "← Tasks")
+		}
+	}
+	p.waitFor("the detail of "+id, opened)
 }
 
 func (p *page) text() string {
