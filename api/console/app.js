@@ -230,7 +230,7 @@ function start() {
 function show(view, taskId) {
   if (view === 'task' && taskId !== state.taskId) { // never show another task's detail while this one loads
     $('task-title').textContent = `Task ${short(taskId)}`;
-    $('task-title').title = '';
+    $('task-title').title = taskId;
     for (const id of ['task-body', 'task-actions', 'history']) $(id).replaceChildren();
   }
   state.view = view;
