@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -40,13 +41,13 @@ func (s *Server) answerTask(c echo.Context, res commands.Result) error {
 	var doc map[string]any
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		if t := st.Tasks[res.Record.TaskID]; t != nil {
-			doc = taskDoc(t, now)
+			doc = taskDocIn(st, t, now)
 		}
 	})
 	if doc == nil {
 		return commands.ErrTaskNotFound
 	}
-	return c.JSON(res.Record.Status, doc)
+	return c.JSON(outcomeStatus(res.Record.Outcome), doc)
 }
 
 func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[string]any) error {
@@ -65,7 +66,7 @@ func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[
 	for k, v := range extra {
 		doc[k] = v
 	}
-	return c.JSON(res.Record.Status, doc)
+	return c.JSON(outcomeStatus(res.Record.Outcome), doc)
 }
 
 // registerDevice: POST /admin/devices.
@@ -138,12 +139,14 @@ func (s *Server) revokeDevice(c echo.Context) error {
 // listDevices: GET /admin/devices.
 func (s *Server) listDevices(c echo.Context) error {
 	out := []any{}
+	var serverTime int64
 	s.eng.ReadNow(func(st *projections.State, now int64) {
+		serverTime = now
 		st.DevicesInOrder(func(d *projections.Device) {
 			out = append(out, deviceDoc(st, d, now, s.eng.Config()))
 		})
 	})
-	return c.JSON(http.StatusOK, map[string]any{"devices": out})
+	return c.JSON(http.StatusOK, map[string]any{"devices": out, "server_time": formatTime(serverTime)})
 }
 
 // getDevice: GET /admin/devices/{id}.
@@ -255,6 +258,7 @@ func (s *Server) authorize(c echo.Context) error {
 	cmd := &commands.Authorize{TaskID: id, ExpectedRevision: uint64(f.integer("expected_revision", true, 1, 1<<53-1))}
 	var ttlErr error
 	cmd.TTL, ttlErr = s.ttl(f, "ttl_seconds")
+	cmd.Takeover = takeoverField(f)
 	if err := f.done(); err != nil {
 		return err
 	}
@@ -329,7 +333,7 @@ func (s *Server) recoverTask(c echo.Context) error {
 	id := c.Param("id")
 	cmd := &commands.Recover{TaskID: id, Decision: f.str("decision", true), Reason: reasonField(f),
 		ExpectedVersion: uint64(f.integer("expected_version", true, 1, 1<<53-1))}
-	if f.err == nil && cmd.Decision != projections.RecoverFail && cmd.Decision != projections.RecoverRequeue {
+	if f.err == nil && cmd.Decision != events.RecoverFail && cmd.Decision != events.RecoverRequeue {
 		f.fail(invalid("field \"decision\" must be \"fail\" or \"requeue\""))
 	}
 	if err := f.done(); err != nil {
@@ -361,7 +365,7 @@ func (s *Server) putReferenceImage(c echo.Context) error {
 	}
 	sha, err := s.blobs.Put(data)
 	if err != nil {
-		return err
+		return s.blobFailed(err)
 	}
 	res, err := s.do(c, &commands.SetReferenceImage{AdminReq: s.adminReq(c, commands.OpSetReferenceImage, key, id, sha),
 		TaskID: id, SHA256: sha, Size: int64(len(data))})
@@ -376,7 +380,7 @@ func (s *Server) getTask(c echo.Context) error {
 	var doc map[string]any
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		if t := st.Tasks[c.Param("id")]; t != nil {
-			doc = taskDoc(t, now)
+			doc = taskDocIn(st, t, now)
 		}
 	})
 	if doc == nil {
@@ -389,7 +393,7 @@ func (s *Server) getTask(c echo.Context) error {
 func (s *Server) listTasks(c echo.Context) error {
 	q := c.QueryParams()
 	for k := range q {
-		if k != "state" && k != "device_id" && k != "cursor" && k != "limit" {
+		if k != "state" && k != "device_id" && k != "cursor" && k != "limit" && k != "needs_operator" {
 			return invalid("unknown query parameter %q", k)
 		}
 	}
@@ -401,6 +405,13 @@ func (s *Server) listTasks(c echo.Context) error {
 	if device != "" && !isUUIDv4(device) {
 		return invalid("device_id must be a canonical lowercase UUIDv4")
 	}
+	needs, err := needsOperatorQuery(q.Get("needs_operator"), q.Has("needs_operator"))
+	if err != nil {
+		return err
+	}
+	if needs != nil && *needs {
+		return s.listNeedingOperator(c, state, device, q.Get("limit"), q.Get("cursor"))
+	}
 	limit, err := queryInt(q.Get("limit"), 100, 1, 500)
 	if err != nil {
 		return invalid("limit must be an integer from 1 to 500")
@@ -411,7 +422,11 @@ func (s *Server) listTasks(c echo.Context) error {
 	}
 	tasks := []any{}
 	var next any
+	var counts map[string]int
+	var serverTime int64
+	var head uint64
 	s.eng.ReadNow(func(st *projections.State, now int64) {
+		counts, serverTime, head = st.StateCounts(), now, st.Head.Seq
 		st.TaskIDsNewestFirst(uint64(cursor), func(t *projections.Task) bool {
 			if state != "" && t.State != state {
 				return true
@@ -419,15 +434,19 @@ func (s *Server) listTasks(c echo.Context) error {
 			if device != "" && (t.Claim == nil || t.Claim.DeviceID != device) {
 				return true
 			}
+			if needs != nil && st.NeedsOperator(t, now) != *needs {
+				return true
+			}
 			if len(tasks) == int(limit) {
 				next = strconv.FormatUint(t.CreateSeq+1, 10)
 				return false
 			}
-			tasks = append(tasks, taskDoc(t, now))
+			tasks = append(tasks, taskDocIn(st, t, now))
 			return true
 		})
 	})
-	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next, "counts": counts,
+		"server_time": formatTime(serverTime), "head_seq": head})
 }
 
 func contains(list []string, s string) bool {
@@ -459,7 +478,7 @@ func (s *Server) taskEvents(c echo.Context) error {
 		return commands.ErrTaskNotFound
 	}
 	out := []any{}
-	err := s.events.Stream(projections.TaskStream(id), func(e *ledger.Event) error {
+	err := s.events.Stream(events.TaskStream(id), func(e *ledger.Event) error {
 		doc, err := eventDoc(e, false)
 		if err == nil {
 			out = append(out, doc)
@@ -534,6 +553,34 @@ func (s *Server) getEvidence(c echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "private, no-store")
 	return c.Blob(http.StatusOK, "image/png", data)
+}
+
+// getReferenceImage: GET /admin/tasks/{id}/reference-image — the task's
+// current reference image (the console shows it; devices read theirs
+// through their claim).
+func (s *Server) getReferenceImage(c echo.Context) error {
+	var sha string
+	var exists bool
+	s.eng.Read(func(st *projections.State) {
+		if t := st.Tasks[c.Param("id")]; t != nil {
+			exists = true
+			if t.Image != nil {
+				sha = t.Image.SHA256
+			}
+		}
+	})
+	if !exists {
+		return commands.ErrTaskNotFound
+	}
+	if sha == "" {
+		return commands.ErrNoReferenceImage
+	}
+	data, err := s.blobs.Get(sha)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "private, no-store")
+	return c.Blob(http.StatusOK, "image/jpeg", data)
 }
 
 // advanceClock: POST /admin/test-clock/advance (only with --clock=manual).

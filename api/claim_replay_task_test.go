@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // The task part of a claim answer (payload, revision, created_at,
@@ -14,19 +14,19 @@ import (
 // claim is closed and the task amended the replay is refused, never
 // answered with the new payload.
 func TestClaimReplayReadsTheClaimedTask(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	id := n.CreateTask(map[string]any{"v": 1})
-	apptest.Must(t, i4PutImage(n, id, i4TinyJPEG(t, 3), apptest.NewKey()), http.StatusOK)
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken,
+	nodetest.Must(t, i4PutImage(n, id, i4TinyJPEG(t, 3), nodetest.NewKey()), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken,
 		map[string]any{"expected_revision": 2, "ttl_seconds": 3600}, nil), http.StatusOK)
 
-	key, tok := apptest.NewKey(), apptest.NewClaimToken()
+	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	first := d.ClaimWith(key, tok)
-	apptest.Must(t, first, http.StatusOK)
+	nodetest.Must(t, first, http.StatusOK)
 	task := first.JSON()["task"].(map[string]any)
-	if apptest.Num(task, "revision") != 2 || apptest.Str(task, "reference_image_url") == "" ||
+	if nodetest.Num(task, "revision") != 2 || nodetest.Str(task, "reference_image_url") == "" ||
 		task["payload"].(map[string]any)["v"] != float64(1) {
 		t.Fatalf("claim answer: %s", first.Body)
 	}
@@ -43,7 +43,7 @@ func TestClaimReplayReadsTheClaimedTask(t *testing.T) {
 	ctReplayed(t, first, d.ClaimWith(key, tok))
 
 	n.Advance(n.Engine.Config().ClaimLease) // the claim lease expires; amend closes the stale claim
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/amend", n.AdminToken,
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/amend", n.AdminToken,
 		map[string]any{"expected_revision": 2, "payload": map[string]any{"v": 2}}, nil), http.StatusOK)
 	ctErr(t, d.ClaimWith(key, tok), http.StatusConflict, "claim_replay_expired")
 }

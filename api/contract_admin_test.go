@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // POST /admin/devices: 201 {device_id, owner_id, name, required_checks,
 // token} with the token shown once; required_checks defaults to the
 // server's list, and a given list (even empty) replaces it.
 func TestContractAdminRegisterDevice(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	owner := ctNewID()
 	for _, tc := range []struct {
 		checks any
@@ -31,10 +31,10 @@ func TestContractAdminRegisterDevice(t *testing.T) {
 			body["required_checks"] = tc.checks
 		}
 		r := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, body, nil)
-		apptest.Must(t, r, http.StatusCreated)
+		nodetest.Must(t, r, http.StatusCreated)
 		m := r.JSON()
-		tok := apptest.Str(m, "token")
-		if apptest.Str(m, "owner_id") != owner || apptest.Str(m, "name") != "Pixel 8" || !strings.HasPrefix(tok, "tldev_") || len(tok) != 49 {
+		tok := nodetest.Str(m, "token")
+		if nodetest.Str(m, "owner_id") != owner || nodetest.Str(m, "name") != "Pixel 8" || !strings.HasPrefix(tok, "tldev_") || len(tok) != 49 {
 			t.Fatalf("registration: %s", r.Body)
 		}
 		got := []string{}
@@ -44,16 +44,16 @@ func TestContractAdminRegisterDevice(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 			t.Fatalf("required_checks %v, want %v", got, tc.want)
 		}
-		id := apptest.Str(m, "device_id")
+		id := nodetest.Str(m, "device_id")
 		doc := n.Do("GET", ctAdminPath+"/devices/"+id, n.AdminToken, nil, nil)
-		apptest.Must(t, doc, http.StatusOK)
+		nodetest.Must(t, doc, http.StatusOK)
 		ctNoSecret(t, "device document", doc.Body, tok)
-		if apptest.Str(doc.JSON(), "status") != "ACTIVE" {
+		if nodetest.Str(doc.JSON(), "status") != "ACTIVE" {
 			t.Fatalf("device document: %s", doc.Body)
 		}
 	}
 	list := n.Do("GET", ctAdminPath+"/devices", n.AdminToken, nil, nil)
-	apptest.Must(t, list, http.StatusOK)
+	nodetest.Must(t, list, http.StatusOK)
 	if len(list.JSON()["devices"].([]any)) != 3 {
 		t.Fatalf("devices: %s", list.Body)
 	}
@@ -68,9 +68,9 @@ func TestContractAdminRegisterDevice(t *testing.T) {
 // nothing appended); POST …/authorize likewise, plus revision_mismatch,
 // task_not_found and invalid_state for a live claim.
 func TestContractAdminCreateAndAuthorize(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"b": []any{1, "x"}, "a": nil}}, nil)
-	apptest.Must(t, r, http.StatusCreated)
+	nodetest.Must(t, r, http.StatusCreated)
 	m := r.JSON()
 	for _, k := range []string{"id", "state", "version", "revision", "payload", "created_at", "updated_at", "reference_image",
 		"authorization", "claim", "execution", "cancel_requested", "result", "failure", "late_reports", "evidence", "recovery"} {
@@ -78,14 +78,14 @@ func TestContractAdminCreateAndAuthorize(t *testing.T) {
 			t.Fatalf("task detail lacks %q: %s", k, r.Body)
 		}
 	}
-	if apptest.Str(m, "state") != "PENDING" || apptest.Num(m, "version") != 1 || apptest.Num(m, "revision") != 1 ||
+	if nodetest.Str(m, "state") != "PENDING" || nodetest.Num(m, "version") != 1 || nodetest.Num(m, "revision") != 1 ||
 		m["authorization"] != nil || m["claim"] != nil || m["cancel_requested"] != false {
 		t.Fatalf("created task: %s", r.Body)
 	}
-	if !strings.HasSuffix(apptest.Str(m, "created_at"), "Z") || len(apptest.Str(m, "created_at")) != len("2026-11-30T08:15:00.123Z") {
-		t.Fatalf("created_at format: %s", apptest.Str(m, "created_at"))
+	if !strings.HasSuffix(nodetest.Str(m, "created_at"), "Z") || len(nodetest.Str(m, "created_at")) != len("2026-11-30T08:15:00.123Z") {
+		t.Fatalf("created_at format: %s", nodetest.Str(m, "created_at"))
 	}
-	id := apptest.Str(m, "id")
+	id := nodetest.Str(m, "id")
 
 	h := n.Head()
 	for _, ttl := range []int64{899, 2592001, 1, 0, -5, 60} {
@@ -107,18 +107,18 @@ func TestContractAdminCreateAndAuthorize(t *testing.T) {
 	for _, ttl := range []int64{900, 2592000} {
 		r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"a": 1},
 			"authorize": map[string]any{"ttl_seconds": ttl}}, nil)
-		apptest.Must(t, r, http.StatusCreated)
+		nodetest.Must(t, r, http.StatusCreated)
 		a := r.JSON()["authorization"].(map[string]any)
-		created, _ := time.Parse(time.RFC3339, apptest.Str(r.JSON(), "created_at"))
-		exp, _ := time.Parse(time.RFC3339, apptest.Str(a, "expires_at"))
-		if apptest.Str(a, "status") != "ACTIVE" || apptest.Num(a, "revision") != 1 || apptest.Str(a, "id") == "" ||
+		created, _ := time.Parse(time.RFC3339, nodetest.Str(r.JSON(), "created_at"))
+		exp, _ := time.Parse(time.RFC3339, nodetest.Str(a, "expires_at"))
+		if nodetest.Str(a, "status") != "ACTIVE" || nodetest.Num(a, "revision") != 1 || nodetest.Str(a, "id") == "" ||
 			exp.Sub(created) != time.Duration(ttl)*time.Second {
 			t.Fatalf("authorization %v", a)
 		}
 	}
 	r = n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken, map[string]any{"expected_revision": 1, "ttl_seconds": 2592000}, nil)
-	apptest.Must(t, r, http.StatusOK)
-	if a := r.JSON()["authorization"].(map[string]any); apptest.Str(a, "status") != "ACTIVE" || apptest.Num(r.JSON(), "version") != 1 {
+	nodetest.Must(t, r, http.StatusOK)
+	if a := r.JSON()["authorization"].(map[string]any); nodetest.Str(a, "status") != "ACTIVE" || nodetest.Num(r.JSON(), "version") != 1 {
 		t.Fatalf("authorize: %s", r.Body)
 	}
 
@@ -150,15 +150,15 @@ func ctNoSecret(t *testing.T, what string, doc []byte, secrets ...string) {
 // come in seq order with {seq, type, schema, at, actor, body}; the global
 // log pages with after/limit/next_after.
 func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(map[string]any{"job": "post photo"})
 	_, tok, claim := ctClaim(t, d)
 	ctNoSecret(t, "claim answer", claim.Body, tok, d.Token, n.AdminToken)
 	ex := ctStart(t, d, a, tok, 1)
-	apptest.Must(t, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s1"}, ""), http.StatusOK)
-	apptest.Must(t, ctCancel(n, a), http.StatusOK)
-	apptest.Must(t, d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ""), http.StatusOK)
+	nodetest.Must(t, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s1"}, ""), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
+	nodetest.Must(t, d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ""), http.StatusOK)
 	b := n.CreateTask(nil)
 	_, tok2, _ := ctClaim(t, d)
 	secrets := []string{tok, tok2, d.Token, n.AdminToken}
@@ -166,13 +166,13 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 	for _, path := range []string{"/tasks/" + a, "/tasks/" + b, "/tasks/" + a + "/events", "/tasks/" + b + "/events",
 		"/devices/" + d.ID, "/devices", "/tasks", "/events?limit=1000"} {
 		r := n.Do("GET", ctAdminPath+path, n.AdminToken, nil, nil)
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		ctNoSecret(t, path, r.Body, secrets...)
 	}
 
 	// Task events in seq order.
 	r := n.Do("GET", ctAdminPath+"/tasks/"+a+"/events", n.AdminToken, nil, nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	want := []string{"task.created", "task.claimed", "task.started", "task.heartbeat", "task.cancel_requested", "task.canceled"}
 	evs := r.JSON()["events"].([]any)
 	if len(evs) != len(want) {
@@ -181,7 +181,7 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 	last := uint64(0)
 	for i, e := range evs {
 		m := e.(map[string]any)
-		if apptest.Str(m, "type") != want[i] || apptest.Num(m, "seq") <= last || apptest.Num(m, "schema") < 1 || apptest.Str(m, "at") == "" {
+		if nodetest.Str(m, "type") != want[i] || nodetest.Num(m, "seq") <= last || nodetest.Num(m, "schema") < 1 || nodetest.Str(m, "at") == "" {
 			t.Fatalf("event %d: %v", i, m)
 		}
 		for _, k := range []string{"seq", "type", "schema", "at", "actor", "body"} {
@@ -189,13 +189,13 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 				t.Fatalf("event lacks %q: %v", k, m)
 			}
 		}
-		last = apptest.Num(m, "seq")
+		last = nodetest.Num(m, "seq")
 		actor := m["actor"].(map[string]any)
-		kind := apptest.Str(actor, "kind")
+		kind := nodetest.Str(actor, "kind")
 		if (i == 0 || i == 4) != (kind == "operator") {
 			t.Fatalf("event %d actor %v", i, actor)
 		}
-		if kind == "device" && (apptest.Str(actor, "id") != d.ID || apptest.Str(actor, "owner") != d.OwnerID) {
+		if kind == "device" && (nodetest.Str(actor, "id") != d.ID || nodetest.Str(actor, "owner") != d.OwnerID) {
 			t.Fatalf("device actor %v", actor)
 		}
 	}
@@ -210,7 +210,7 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 			t.Fatalf("paging does not end")
 		}
 		r := n.Do("GET", ctAdminPath+"/events?after="+strconv.FormatUint(after, 10)+"&limit=3", n.AdminToken, nil, nil)
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		m := r.JSON()
 		evs := m["events"].([]any)
 		if len(evs) > 3 {
@@ -223,9 +223,9 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 					t.Fatalf("global event lacks %q: %v", k, em)
 				}
 			}
-			seqs = append(seqs, apptest.Num(em, "seq"))
+			seqs = append(seqs, nodetest.Num(em, "seq"))
 		}
-		next := apptest.Num(m, "next_after")
+		next := nodetest.Num(m, "next_after")
 		if len(evs) == 0 {
 			if next != after {
 				t.Fatalf("empty page next_after %d, want %d", next, after)
@@ -250,10 +250,10 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 	versions := map[string]uint64{}
 	for _, e := range r.JSON()["events"].([]any) {
 		em := e.(map[string]any)
-		s := apptest.Str(em, "stream")
+		s := nodetest.Str(em, "stream")
 		versions[s]++
-		if apptest.Num(em, "stream_version") != versions[s] {
-			t.Fatalf("stream %s version %d, want %d", s, apptest.Num(em, "stream_version"), versions[s])
+		if nodetest.Num(em, "stream_version") != versions[s] {
+			t.Fatalf("stream %s version %d, want %d", s, nodetest.Num(em, "stream_version"), versions[s])
 		}
 	}
 	if versions["task/"+a] != 6 {
@@ -267,7 +267,7 @@ func TestContractAdminReadsNoSecretsAndEvents(t *testing.T) {
 
 // 404 task_not_found for every admin task route on an unknown id.
 func TestContractAdminTaskNotFound(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	n.CreateTask(nil)
 	h := n.Head()
 	for _, id := range []string{ctNewID(), "not-a-uuid"} {
@@ -283,25 +283,25 @@ func TestContractAdminTaskNotFound(t *testing.T) {
 // its bounds are 1..86400 seconds; without --clock=manual the route does
 // not exist (404).
 func TestContractAdminTestClock(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	r := n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1}, nil)
-	apptest.Must(t, r, http.StatusOK)
-	t0, err := time.Parse(time.RFC3339, apptest.Str(r.JSON(), "server_time"))
+	nodetest.Must(t, r, http.StatusOK)
+	t0, err := time.Parse(time.RFC3339, nodetest.Str(r.JSON(), "server_time"))
 	if err != nil || len(r.JSON()) != 1 {
 		t.Fatalf("advance answer: %s", r.Body)
 	}
 	r = n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 86400}, nil)
-	apptest.Must(t, r, http.StatusOK)
-	t1, _ := time.Parse(time.RFC3339, apptest.Str(r.JSON(), "server_time"))
+	nodetest.Must(t, r, http.StatusOK)
+	t1, _ := time.Parse(time.RFC3339, nodetest.Str(r.JSON(), "server_time"))
 	if t1.Sub(t0) != 24*time.Hour {
 		t.Fatalf("advanced %v", t1.Sub(t0))
 	}
 	id := n.CreateTask(nil)
-	if created, _ := time.Parse(time.RFC3339, apptest.Str(n.Task(id), "created_at")); !created.Equal(t1) {
+	if created, _ := time.Parse(time.RFC3339, nodetest.Str(n.Task(id), "created_at")); !created.Equal(t1) {
 		t.Fatalf("created_at %v, server time %v", created, t1)
 	}
 
-	w := apptest.Start(t, apptest.WithWallClock())
+	w := nodetest.Start(t, nodetest.WithWallClock())
 	h := w.Head()
 	r = w.Do("POST", ctAdminPath+"/test-clock/advance", w.AdminToken, map[string]any{"seconds": 60}, nil)
 	if r.Status != http.StatusNotFound {

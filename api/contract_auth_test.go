@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // ctRoute is one route with a body that would be valid for it.
@@ -14,7 +14,7 @@ type ctRoute struct {
 	body         []byte
 }
 
-// ctAuthRoutes returns device and admin routes of issue 2 with plausible
+// ctAuthRoutes returns device and admin routes with plausible
 // bodies (the bodies never matter: authentication answers first).
 func ctAuthRoutes(deviceID, taskID string) (device, admin []ctRoute) {
 	dev := []byte(`{"device_id":"` + deviceID + `","session_id":"` + ctNewID() + `"}`)
@@ -46,13 +46,13 @@ func ctAuthRoutes(deviceID, taskID string) (device, admin []ctRoute) {
 // empty body and WWW-Authenticate: Bearer on every route, and append
 // nothing.
 func TestContractAuthUnauthenticated(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	n.CreateTask(nil)
 	id, _, _ := ctClaim(t, d)
 	gone := n.RegisterDevice()
 	r := n.Do("POST", ctAdminPath+"/devices/"+gone.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 
 	device, admin := ctAuthRoutes(d.ID, id)
 	creds := map[string]string{
@@ -88,7 +88,7 @@ func TestContractAuthUnauthenticated(t *testing.T) {
 // Content-Length, a bad Idempotency-Key or a broken body still answers 401;
 // a token of the wrong kind answers 403 wrong_credential_kind likewise.
 func TestContractAuthBeforeBody(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	unknown := "tldev_" + strings.Repeat("B", 43)
 	bad := map[string]string{"Content-Type": "text/plain", "Idempotency-Key": "nope", "X-Claim-Token": "short"}
@@ -114,7 +114,7 @@ func TestContractAuthBeforeBody(t *testing.T) {
 // Device tokens never reach /admin routes and admin tokens never reach
 // /device routes: 403 wrong_credential_kind, nothing appended.
 func TestContractAuthWrongCredentialKind(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	id := n.CreateTask(nil)
 	device, admin := ctAuthRoutes(d.ID, id)
@@ -124,25 +124,25 @@ func TestContractAuthWrongCredentialKind(t *testing.T) {
 		ctErr(t, r, http.StatusForbidden, "wrong_credential_kind")
 	}
 	for _, rt := range device {
-		r := ctRaw(t, n, rt.method, rt.path, n.AdminToken, rt.body, false, ctJSONHeaders(map[string]string{"X-Claim-Token": apptest.NewClaimToken()}))
+		r := ctRaw(t, n, rt.method, rt.path, n.AdminToken, rt.body, false, ctJSONHeaders(map[string]string{"X-Claim-Token": nodetest.NewClaimToken()}))
 		ctErr(t, r, http.StatusForbidden, "wrong_credential_kind")
 	}
 	ctSame(t, n, before)
 	// The right kinds still work with the same tokens.
-	apptest.Must(t, d.Ready(), http.StatusOK)
-	apptest.Must(t, n.Do("GET", ctAdminPath+"/tasks/"+id, n.AdminToken, nil, nil), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, n.Do("GET", ctAdminPath+"/tasks/"+id, n.AdminToken, nil, nil), http.StatusOK)
 }
 
 // A revoked device's token is unknown from then on, and its earlier
 // valid requests do not help: 401 everywhere on the device routes.
 func TestContractAuthRevokedToken(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "stolen"}, nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "stolen"}, nil), http.StatusOK)
 	before := n.Head()
 	ctUnauthorized(t, d.Ready())
 	r, _ := d.Claim()
 	ctUnauthorized(t, r)
-	ctUnauthorized(t, d.Call(ctNewID(), "start", apptest.NewClaimToken(), map[string]any{"claim_generation": 1, "expected_version": 2}, ""))
+	ctUnauthorized(t, d.Call(ctNewID(), "start", nodetest.NewClaimToken(), map[string]any{"claim_generation": 1, "expected_version": 2}, ""))
 	ctSame(t, n, before)
 }

@@ -5,23 +5,23 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // ctPresenceBody is a presence heartbeat reporting checks.
-func ctPresenceBody(d *apptest.Device, checks map[string]bool) map[string]any {
+func ctPresenceBody(d *nodetest.Device, checks map[string]bool) map[string]any {
 	return map[string]any{"device_id": d.ID, "app_version": "1.4.2", "os_version": "Android 14",
 		"target_app_version": "7.1.0", "checks": checks}
 }
 
 // ctEventTypes returns the types of a task's events, in order.
-func ctEventTypes(t *testing.T, n *apptest.Node, id string) []string {
+func ctEventTypes(t *testing.T, n *nodetest.Node, id string) []string {
 	t.Helper()
 	r := n.Do("GET", ctAdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	var out []string
 	for _, e := range r.JSON()["events"].([]any) {
-		out = append(out, apptest.Str(e.(map[string]any), "type"))
+		out = append(out, nodetest.Str(e.(map[string]any), "type"))
 	}
 	return out
 }
@@ -30,17 +30,17 @@ func ctEventTypes(t *testing.T, n *apptest.Node, id string) []string {
 // presence at all, or a required check that is false or missing → 409
 // device_not_ready, nothing appended.
 func TestContractClaimDeviceNotReady(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	id := n.CreateTask(nil)
 	d := n.RegisterDevice()
 	h := n.Head()
-	ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 
 	// Presence TTL boundary: exactly 2 minutes old is stale.
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	n.Advance(2 * time.Minute)
 	h = n.Head()
-	ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 
 	// A default required check false, or not reported.
 	for _, checks := range []map[string]bool{
@@ -49,18 +49,18 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 		{"something_else": true},
 	} {
 		r := n.Do("POST", ctPresence, d.Token, ctPresenceBody(d, checks), nil)
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		if m := r.JSON(); m["claimable"] != false || len(m["missing_checks"].([]any)) == 0 {
 			t.Fatalf("presence answer for %v: %s", checks, r.Body)
 		}
-		ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+		ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 	}
 
 	// One second inside the TTL is fine.
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	n.Advance(2*time.Minute - time.Second)
 	r, _ := d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if ctTaskOf(r) != id {
 		t.Fatalf("claimed %s", ctTaskOf(r))
 	}
@@ -70,25 +70,25 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 	n.CreateTask(nil)
 	r = n.Do("POST", ctPresence, e.Token, ctPresenceBody(e, map[string]bool{"camera_ok": false, "accessibility_connected": true,
 		"target_app_installed": true}), nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); m["claimable"] != false || len(m["missing_checks"].([]any)) != 1 || m["missing_checks"].([]any)[0] != "camera_ok" {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
 	h = n.Head()
-	ctRefused(t, n, h, e.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	ctRefused(t, n, h, e.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 	r = n.Do("POST", ctPresence, e.Token, ctPresenceBody(e, map[string]bool{"camera_ok": true}), nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); m["claimable"] != true || len(m["missing_checks"].([]any)) != 0 {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
 	r, _ = e.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	// An empty required list needs no check at all.
 	g := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "g", "required_checks": []string{}}, nil)
-	apptest.Must(t, g, http.StatusCreated)
-	gd := &apptest.Device{N: n, ID: apptest.Str(g.JSON(), "device_id"), Token: apptest.Str(g.JSON(), "token"), Session: ctNewID()}
+	nodetest.Must(t, g, http.StatusCreated)
+	gd := &nodetest.Device{N: n, ID: nodetest.Str(g.JSON(), "device_id"), Token: nodetest.Str(g.JSON(), "token"), Session: ctNewID()}
 	r = n.Do("POST", ctPresence, gd.Token, ctPresenceBody(gd, map[string]bool{"anything": false}), nil)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if r.JSON()["claimable"] != true {
 		t.Fatalf("device with no required checks: %s", r.Body)
 	}
@@ -100,28 +100,28 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 // started task → 409 claim_requires_manual, recorded (a replay answers the
 // same 409 and appends nothing). The device never gets a second task.
 func TestContractClaimSessionRule(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	b := n.CreateTask(nil)
 	first, tok := d.Claim()
-	apptest.Must(t, first, http.StatusOK)
+	nodetest.Must(t, first, http.StatusOK)
 	if ctTaskOf(first) != a {
 		t.Fatalf("claimed %s, want %s", ctTaskOf(first), a)
 	}
 
 	// Resume: same session, same token, new key.
 	n.Advance(time.Minute)
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	h := n.Head()
-	r := d.ClaimWith(apptest.NewKey(), tok)
-	apptest.Must(t, r, http.StatusOK)
+	r := d.ClaimWith(nodetest.NewKey(), tok)
+	nodetest.Must(t, r, http.StatusOK)
 	if n.Head() != h+1 {
 		t.Fatalf("resume appended %d events, want 1", n.Head()-h)
 	}
 	fm, rm := first.JSON(), r.JSON()
-	if ctTaskOf(r) != a || apptest.Num(rm, "claim_generation") != 1 || apptest.Num(rm, "version") != 2 ||
-		apptest.Str(rm, "lease_expires_at") != apptest.Str(fm, "lease_expires_at") || apptest.Str(rm, "state") != "CLAIMED" {
+	if ctTaskOf(r) != a || nodetest.Num(rm, "claim_generation") != 1 || nodetest.Num(rm, "version") != 2 ||
+		nodetest.Str(rm, "lease_expires_at") != nodetest.Str(fm, "lease_expires_at") || nodetest.Str(rm, "state") != "CLAIMED" {
 		t.Fatalf("resumed claim %s differs from %s", r.Body, first.Body)
 	}
 	if _, has := rm["claim"].(map[string]any)["token"]; has {
@@ -134,12 +134,12 @@ func TestContractClaimSessionRule(t *testing.T) {
 
 	// Same session, another token.
 	h = n.Head()
-	ctRefused(t, n, h, d.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusForbidden, "claim_token_mismatch")
+	ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusForbidden, "claim_token_mismatch")
 
 	// Another session: recorded claim_requires_manual.
 	sess, other := d.Session, ctNewID()
 	d.Session = other
-	mk := apptest.NewKey()
+	mk := nodetest.NewKey()
 	man := d.ClaimWith(mk, tok)
 	ctErr(t, man, http.StatusConflict, "claim_requires_manual")
 	if n.Head() != h+1 {
@@ -159,14 +159,14 @@ func TestContractClaimSessionRule(t *testing.T) {
 	// Started: even the same session is refused.
 	ctStart(t, d, a, tok, 1)
 	h = n.Head()
-	sk := apptest.NewKey()
+	sk := nodetest.NewKey()
 	started := d.ClaimWith(sk, tok)
 	ctErr(t, started, http.StatusConflict, "claim_requires_manual")
 	if n.Head() != h+1 {
 		t.Fatalf("claim_requires_manual appended %d events, want 1", n.Head()-h)
 	}
 	// The recorded refusal replays as recorded even once the cause is gone.
-	apptest.Must(t, ctCancel(n, a), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
 	h = n.Head()
 	ctReplayed(t, started, d.ClaimWith(sk, tok))
 	d.Session = other
@@ -181,19 +181,19 @@ func TestContractClaimSessionRule(t *testing.T) {
 // seq), skipping tasks without an eligible authorization, canceled or
 // claimed ones; a released task is older than later ones.
 func TestContractClaimSelectionOldest(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	var ids []string
 	unauth := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
-	apptest.Must(t, unauth, http.StatusCreated)
+	nodetest.Must(t, unauth, http.StatusCreated)
 	canceled := n.CreateTask(map[string]any{"c": 1})
-	apptest.Must(t, ctCancel(n, canceled), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, canceled), http.StatusOK)
 	for i := 0; i < 4; i++ {
 		ids = append(ids, n.CreateTask(map[string]any{"i": i}))
 		if i%2 == 0 {
 			n.Advance(time.Second)
 		}
 	}
-	devs := make([]*apptest.Device, 5)
+	devs := make([]*nodetest.Device, 5)
 	for i := range devs {
 		devs[i] = ctReadyDevice(t, n)
 	}
@@ -210,9 +210,9 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 		}
 	}
 	// The oldest is released: it is next again, before ids[3].
-	apptest.Must(t, devs[0].Call(ids[0], "release", toks[0], map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
+	nodetest.Must(t, devs[0].Call(ids[0], "release", toks[0], map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
 	id, _, r := ctClaim(t, devs[3])
-	if id != ids[0] || apptest.Num(r.JSON(), "claim_generation") != 2 {
+	if id != ids[0] || nodetest.Num(r.JSON(), "claim_generation") != 2 {
 		t.Fatalf("after release got %s, want %s gen 2", r.Body, ids[0])
 	}
 	id, _, _ = ctClaim(t, devs[4])
@@ -221,10 +221,10 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 	}
 	// Nothing else is claimable: the unauthorized and canceled tasks stay.
 	r, _ = devs[0].Claim()
-	apptest.Must(t, r, http.StatusNoContent)
+	nodetest.Must(t, r, http.StatusNoContent)
 	// Authorizing the old task makes it claimable (it is the oldest).
-	uid := apptest.Str(unauth.JSON(), "id")
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+uid+"/authorize", n.AdminToken, map[string]any{"expected_revision": 1, "ttl_seconds": 900}, nil), http.StatusOK)
+	uid := nodetest.Str(unauth.JSON(), "id")
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+uid+"/authorize", n.AdminToken, map[string]any{"expected_revision": 1, "ttl_seconds": 900}, nil), http.StatusOK)
 	id, _, _ = ctClaim(t, devs[0])
 	if id != uid {
 		t.Fatalf("got %s, want the newly authorized %s", id, uid)
@@ -236,30 +236,30 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 // claim_requires_manual (not device_not_ready). The presence answer
 // reports the ledger's open task and a mismatch with the device's view.
 func TestContractClaimOpenTaskBeforeReadiness(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	_, tok, first := ctClaim(t, d)
 	r := n.Do("POST", ctPresence, d.Token, ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true}), nil)
-	apptest.Must(t, r, http.StatusOK)
-	if m := r.JSON(); apptest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != true {
+	nodetest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); nodetest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != true {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
 	body := ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
 	body["active_task_id"] = a
 	r = n.Do("POST", ctPresence, d.Token, body, nil)
-	if m := r.JSON(); apptest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != false {
+	if m := r.JSON(); nodetest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != false {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
 
 	n.Advance(3 * time.Minute) // presence stale, claim lease (10 min) alive
-	r = d.ClaimWith(apptest.NewKey(), tok)
-	apptest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != a || apptest.Str(r.JSON(), "lease_expires_at") != apptest.Str(first.JSON(), "lease_expires_at") {
+	r = d.ClaimWith(nodetest.NewKey(), tok)
+	nodetest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != a || nodetest.Str(r.JSON(), "lease_expires_at") != nodetest.Str(first.JSON(), "lease_expires_at") {
 		t.Fatalf("resume with stale presence: %s", r.Body)
 	}
 	d.Session = ctNewID()
-	r = d.ClaimWith(apptest.NewKey(), tok)
+	r = d.ClaimWith(nodetest.NewKey(), tok)
 	ctErr(t, r, http.StatusConflict, "claim_requires_manual")
 }
 
@@ -276,34 +276,34 @@ func ctIsTime(s string) bool {
 // for a client-issued one, and state/version/claim_generation/server_time/
 // lease_expires_at; optional presence fields may be null.
 func TestContractClaimAnswerShape(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	body := ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
 	body["active_task_id"], body["client_time"] = nil, nil
 	p := n.Do("POST", ctPresence, d.Token, body, nil)
-	apptest.Must(t, p, http.StatusOK)
+	nodetest.Must(t, p, http.StatusOK)
 	pm := p.JSON()
 	if pm["claimable"] != true || pm["active_task_id"] != nil || pm["active_task_mismatch"] != false ||
-		!ctIsTime(apptest.Str(pm, "server_time")) || !ctIsTime(apptest.Str(pm, "presence_expires_at")) {
+		!ctIsTime(nodetest.Str(pm, "server_time")) || !ctIsTime(nodetest.Str(pm, "presence_expires_at")) {
 		t.Fatalf("presence answer: %s", p.Body)
 	}
 	a := n.CreateTask(map[string]any{"k": "v", "n": 2})
 	r, _ := d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	m := r.JSON()
 	task, claim := m["task"].(map[string]any), m["claim"].(map[string]any)
-	if len(task) != 4 || apptest.Str(task, "id") != a || apptest.Num(task, "revision") != 1 || !ctIsTime(apptest.Str(task, "created_at")) {
+	if len(task) != 4 || nodetest.Str(task, "id") != a || nodetest.Num(task, "revision") != 1 || !ctIsTime(nodetest.Str(task, "created_at")) {
 		t.Fatalf("task: %v", task)
 	}
 	if pl := task["payload"].(map[string]any); pl["k"] != "v" || pl["n"] != float64(2) {
 		t.Fatalf("payload: %v", pl)
 	}
-	if len(claim) != 4 || apptest.Num(claim, "generation") != 1 || apptest.Str(claim, "session_id") != d.Session ||
-		!ctIsTime(apptest.Str(claim, "lease_expires_at")) || !ctIsTime(apptest.Str(claim, "authorization_expires_at")) {
+	if len(claim) != 4 || nodetest.Num(claim, "generation") != 1 || nodetest.Str(claim, "session_id") != d.Session ||
+		!ctIsTime(nodetest.Str(claim, "lease_expires_at")) || !ctIsTime(nodetest.Str(claim, "authorization_expires_at")) {
 		t.Fatalf("claim: %v", claim)
 	}
-	if len(m) != 7 || apptest.Str(m, "state") != "CLAIMED" || apptest.Num(m, "version") != 2 || apptest.Num(m, "claim_generation") != 1 ||
-		!ctIsTime(apptest.Str(m, "server_time")) || apptest.Str(m, "lease_expires_at") != apptest.Str(claim, "lease_expires_at") {
+	if len(m) != 7 || nodetest.Str(m, "state") != "CLAIMED" || nodetest.Num(m, "version") != 2 || nodetest.Num(m, "claim_generation") != 1 ||
+		!ctIsTime(nodetest.Str(m, "server_time")) || nodetest.Str(m, "lease_expires_at") != nodetest.Str(claim, "lease_expires_at") {
 		t.Fatalf("claim answer: %s", r.Body)
 	}
 }

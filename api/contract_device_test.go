@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // ctBadKeys are malformed Idempotency-Key values.
@@ -26,13 +26,13 @@ var ctBadKeys = []string{
 // a canonical lowercase UUIDv4 Idempotency-Key: missing or malformed → 400
 // invalid_idempotency_key, nothing appended.
 func TestContractIdempotencyKeyRequired(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	n.CreateTask(nil)
 	id, tok, _ := ctClaim(t, d)
 	u := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
-	apptest.Must(t, u, http.StatusCreated)
-	uid := apptest.Str(u.JSON(), "id")
+	nodetest.Must(t, u, http.StatusCreated)
+	uid := nodetest.Str(u.JSON(), "id")
 	call := `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`
 	type route struct{ path, token, body string }
 	routes := []route{
@@ -60,7 +60,7 @@ func TestContractIdempotencyKeyRequired(t *testing.T) {
 		}
 		// Two keys are not one key.
 		req := map[string]string{"Content-Type": "application/json", "X-Claim-Token": tok}
-		r := ctRawMulti(t, n, rt.path, rt.token, rt.body, req, "Idempotency-Key", apptest.NewKey(), apptest.NewKey())
+		r := ctRawMulti(t, n, rt.path, rt.token, rt.body, req, "Idempotency-Key", nodetest.NewKey(), nodetest.NewKey())
 		if r.Status != 400 || r.Code() != "invalid_idempotency_key" {
 			t.Errorf("%s with two keys: want 400 invalid_idempotency_key, got %d %s", rt.path, r.Status, r.Body)
 		}
@@ -72,16 +72,16 @@ func TestContractIdempotencyKeyRequired(t *testing.T) {
 	for _, k := range ctBadKeys[:3] {
 		r := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "1",
 			"target_app_version": "1", "checks": map[string]bool{"a": true}}, map[string]string{"Idempotency-Key": k})
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		r = n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1}, map[string]string{"Idempotency-Key": k})
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 	}
 	r := ctRaw(t, n, "POST", ctAdminPath+"/test-clock/advance", n.AdminToken, []byte(`{"seconds":1}`), false, map[string]string{"Content-Type": "application/json"})
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 }
 
 // ctRawMulti sends a POST whose header name carries several values.
-func ctRawMulti(t *testing.T, n *apptest.Node, path, token, body string, headers map[string]string, name string, values ...string) *apptest.Resp {
+func ctRawMulti(t *testing.T, n *nodetest.Node, path, token, body string, headers map[string]string, name string, values ...string) *nodetest.Resp {
 	t.Helper()
 	req, err := http.NewRequest("POST", n.URL+path, bytes.NewReader([]byte(body)))
 	if err != nil {
@@ -101,7 +101,7 @@ func ctRawMulti(t *testing.T, n *apptest.Node, path, token, body string, headers
 	defer res.Body.Close()
 	var buf bytes.Buffer
 	_, _ = buf.ReadFrom(res.Body)
-	return &apptest.Resp{Status: res.StatusCode, Header: res.Header, Body: buf.Bytes()}
+	return &nodetest.Resp{Status: res.StatusCode, Header: res.Header, Body: buf.Bytes()}
 }
 
 // ctBadClaimTokens are malformed X-Claim-Token values.
@@ -126,20 +126,20 @@ var ctBadClaimTokens = []string{
 // the server has no claim-token secret → 400 claim_token_required.
 // Nothing is appended by any of them.
 func TestContractClaimTokenHeader(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	n.CreateTask(nil)
 	before := n.Head()
 
 	// claim-next without a token: the default test node has no secret.
-	r := d.ClaimWith(apptest.NewKey(), "")
+	r := d.ClaimWith(nodetest.NewKey(), "")
 	ctRefused(t, n, before, r, http.StatusBadRequest, "claim_token_required")
 	for _, tok := range ctBadClaimTokens { // a 64-hex token is well-formed: decisions.md D8
-		r := d.ClaimWith(apptest.NewKey(), tok)
+		r := d.ClaimWith(nodetest.NewKey(), tok)
 		ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
 	}
 	body := `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`
-	r = ctRawMulti(t, n, ctClaimNext, d.Token, body, ctJSONHeaders(nil), "X-Claim-Token", apptest.NewClaimToken(), apptest.NewClaimToken())
+	r = ctRawMulti(t, n, ctClaimNext, d.Token, body, ctJSONHeaders(nil), "X-Claim-Token", nodetest.NewClaimToken(), nodetest.NewClaimToken())
 	ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
 
 	id, tok, _ := ctClaim(t, d)
@@ -168,13 +168,13 @@ func TestContractClaimTokenHeader(t *testing.T) {
 	// it is simply not this claim's token.
 	r = d.Call(id, "start", strings.Repeat("a", 64), map[string]any{"claim_generation": 1, "expected_version": 2}, "")
 	ctRefused(t, n, before, r, http.StatusForbidden, "claim_token_mismatch")
-	apptest.Must(t, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
+	nodetest.Must(t, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
 }
 
 // A device_id in a body that is not the authenticated device's → 403
 // device_mismatch on every device route, nothing appended.
 func TestContractDeviceMismatch(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	n.CreateTask(nil)
@@ -184,7 +184,7 @@ func TestContractDeviceMismatch(t *testing.T) {
 		"target_app_version": "1", "checks": map[string]bool{"a": true}}, nil)
 	ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
 	r = n.Do("POST", ctClaimNext, d.Token, map[string]any{"device_id": e.ID, "session_id": d.Session},
-		map[string]string{"X-Claim-Token": apptest.NewClaimToken()})
+		map[string]string{"X-Claim-Token": nodetest.NewClaimToken()})
 	ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
 	for _, op := range []string{"start", "release"} {
 		r = n.Do("POST", ctDevicePath+"/tasks/"+id+"/"+op, d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
@@ -215,7 +215,7 @@ func TestContractDeviceMismatch(t *testing.T) {
 // byte-identical to a task that does not exist (or that the caller no
 // longer holds): nothing about the task leaks.
 func TestContractClaimNotFoundIdentical(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	f := ctReadyDevice(t, n)
@@ -226,20 +226,20 @@ func TestContractClaimNotFoundIdentical(t *testing.T) {
 	runningOfF, ftok, _ := ctClaim(t, f)
 	fex := ctStart(t, f, runningOfF, ftok, 1)
 	released, dtok, _ := ctClaim(t, d)
-	apptest.Must(t, d.Call(released, "release", dtok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
+	nodetest.Must(t, d.Call(released, "release", dtok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
 	pending := n.CreateTask(nil) // never claimed by d (d released and holds nothing)
 	// release gave back the older task; make d hold nothing while pending exists
 
 	before := n.Head()
 	type target struct{ name, id, tok string }
 	targets := []target{
-		{"no such task", ctNewID(), apptest.NewClaimToken()},
+		{"no such task", ctNewID(), nodetest.NewClaimToken()},
 		{"claimed by another device (its token)", claimedByE, etok},
 		{"claimed by another device (own token)", claimedByE, dtok},
 		{"running on another device", runningOfF, ftok},
 		{"released by the caller", released, dtok},
-		{"never claimed", pending, apptest.NewClaimToken()},
-		{"not a uuid", "not-a-task", apptest.NewClaimToken()},
+		{"never claimed", pending, nodetest.NewClaimToken()},
+		{"not a uuid", "not-a-task", nodetest.NewClaimToken()},
 	}
 	bodies := map[string]map[string]any{
 		"start":      {"claim_generation": 1, "expected_version": 2},

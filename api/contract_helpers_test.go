@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 const (
@@ -23,16 +23,16 @@ const (
 )
 
 // ctErr asserts an error answer: exact status and exact code.
-func ctErr(t *testing.T, r *apptest.Resp, status int, code string) {
+func ctErr(t *testing.T, r *nodetest.Resp, status int, code string) {
 	t.Helper()
-	apptest.Must(t, r, status, code)
-	if m := r.JSON(); len(m) != 2 || apptest.Str(m, "message") == "" {
+	nodetest.Must(t, r, status, code)
+	if m := r.JSON(); len(m) != 2 || nodetest.Str(m, "message") == "" {
 		t.Fatalf("error body must be {code, message}: %s", r.Body)
 	}
 }
 
 // ctSame asserts that the head did not move since before (nothing appended).
-func ctSame(t *testing.T, n *apptest.Node, before uint64) {
+func ctSame(t *testing.T, n *nodetest.Node, before uint64) {
 	t.Helper()
 	if h := n.Head(); h != before {
 		t.Fatalf("head moved from %d to %d: something was appended", before, h)
@@ -40,7 +40,7 @@ func ctSame(t *testing.T, n *apptest.Node, before uint64) {
 }
 
 // ctRefused asserts an error answer that appended nothing.
-func ctRefused(t *testing.T, n *apptest.Node, before uint64, r *apptest.Resp, status int, code string) {
+func ctRefused(t *testing.T, n *nodetest.Node, before uint64, r *nodetest.Resp, status int, code string) {
 	t.Helper()
 	ctErr(t, r, status, code)
 	ctSame(t, n, before)
@@ -48,7 +48,7 @@ func ctRefused(t *testing.T, n *apptest.Node, before uint64, r *apptest.Resp, st
 
 // ctUnauthorized asserts the 401 answer of api.md: empty body and
 // WWW-Authenticate: Bearer.
-func ctUnauthorized(t *testing.T, r *apptest.Resp) {
+func ctUnauthorized(t *testing.T, r *nodetest.Resp) {
 	t.Helper()
 	if r.Status != http.StatusUnauthorized || len(r.Body) != 0 || r.Header.Get("WWW-Authenticate") != "Bearer" {
 		t.Fatalf("want 401 with empty body and WWW-Authenticate: Bearer, got %d %q (WWW-Authenticate %q)",
@@ -58,7 +58,7 @@ func ctUnauthorized(t *testing.T, r *apptest.Resp) {
 
 // ctReplayed asserts a replay: the original status and body, with the
 // Idempotent-Replayed header.
-func ctReplayed(t *testing.T, first, again *apptest.Resp) {
+func ctReplayed(t *testing.T, first, again *nodetest.Resp) {
 	t.Helper()
 	if again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay lacks Idempotent-Replayed: true (status %d %s)", again.Status, again.Body)
@@ -74,7 +74,7 @@ func ctReplayed(t *testing.T, first, again *apptest.Resp) {
 // ctRaw sends a request with full control of the body: body is sent as
 // is, or chunked (unknown length) when chunked is set. headers are set as
 // given (no automatic Content-Type or Idempotency-Key).
-func ctRaw(t *testing.T, n *apptest.Node, method, path, token string, body []byte, chunked bool, headers map[string]string) *apptest.Resp {
+func ctRaw(t *testing.T, n *nodetest.Node, method, path, token string, body []byte, chunked bool, headers map[string]string) *nodetest.Resp {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -102,12 +102,12 @@ func ctRaw(t *testing.T, n *apptest.Node, method, path, token string, body []byt
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	return &apptest.Resp{Status: res.StatusCode, Header: res.Header, Body: raw}
+	return &nodetest.Resp{Status: res.StatusCode, Header: res.Header, Body: raw}
 }
 
 // ctJSONHeaders are the headers of a JSON mutation with a new key.
 func ctJSONHeaders(extra map[string]string) map[string]string {
-	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": apptest.NewKey()}
+	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": nodetest.NewKey()}
 	for k, v := range extra {
 		h[k] = v
 	}
@@ -115,35 +115,35 @@ func ctJSONHeaders(extra map[string]string) map[string]string {
 }
 
 // ctReadyDevice registers a device and sends a ready presence heartbeat.
-func ctReadyDevice(t *testing.T, n *apptest.Node) *apptest.Device {
+func ctReadyDevice(t *testing.T, n *nodetest.Node) *nodetest.Device {
 	t.Helper()
 	d := n.RegisterDevice()
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	return d
 }
 
 // ctClaim makes d claim with a new key and token and returns the claimed
 // task id, the token and the answer.
-func ctClaim(t *testing.T, d *apptest.Device) (string, string, *apptest.Resp) {
+func ctClaim(t *testing.T, d *nodetest.Device) (string, string, *nodetest.Resp) {
 	t.Helper()
 	r, tok := d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	return ctTaskOf(r), tok, r
 }
 
 // ctTaskOf returns the task id of a claim answer.
-func ctTaskOf(r *apptest.Resp) string {
+func ctTaskOf(r *nodetest.Resp) string {
 	task, _ := r.JSON()["task"].(map[string]any)
-	return apptest.Str(task, "id")
+	return nodetest.Str(task, "id")
 }
 
 // ctStart starts the claimed task (generation gen, version 2) and returns
 // its execution id.
-func ctStart(t *testing.T, d *apptest.Device, id, tok string, gen uint64) string {
+func ctStart(t *testing.T, d *nodetest.Device, id, tok string, gen uint64) string {
 	t.Helper()
 	r := d.Call(id, "start", tok, map[string]any{"claim_generation": gen, "expected_version": 2}, "")
-	apptest.Must(t, r, http.StatusOK)
-	ex := apptest.Str(r.JSON(), "execution_id")
+	nodetest.Must(t, r, http.StatusOK)
+	ex := nodetest.Str(r.JSON(), "execution_id")
 	if ex == "" {
 		t.Fatalf("start without execution_id: %s", r.Body)
 	}
@@ -151,14 +151,14 @@ func ctStart(t *testing.T, d *apptest.Device, id, tok string, gen uint64) string
 }
 
 // ctCancel sends an operator cancel and returns the answer.
-func ctCancel(n *apptest.Node, id string) *apptest.Resp {
+func ctCancel(n *nodetest.Node, id string) *nodetest.Resp {
 	return n.Do("POST", ctAdminPath+"/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "operator says stop"}, nil)
 }
 
 // ctState returns the task's state and version from its detail document.
-func ctState(n *apptest.Node, id string) (string, uint64) {
+func ctState(n *nodetest.Node, id string) (string, uint64) {
 	m := n.Task(id)
-	return apptest.Str(m, "state"), apptest.Num(m, "version")
+	return nodetest.Str(m, "state"), nodetest.Num(m, "version")
 }
 
 // ctNewID returns a random canonical UUIDv4.

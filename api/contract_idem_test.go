@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // Same key and same request → the recorded status and body with
@@ -13,15 +13,15 @@ import (
 // start, heartbeat. A device replay answers values as of the original
 // command even after the task moved on.
 func TestContractIdemReplayDevice(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	b := n.CreateTask(nil)
 
 	// claim-next
-	ck, tok := apptest.NewKey(), apptest.NewClaimToken()
+	ck, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	first := d.ClaimWith(ck, tok)
-	apptest.Must(t, first, http.StatusOK)
+	nodetest.Must(t, first, http.StatusOK)
 	if ctTaskOf(first) != a {
 		t.Fatalf("claimed %s, want the oldest %s", ctTaskOf(first), a)
 	}
@@ -31,9 +31,9 @@ func TestContractIdemReplayDevice(t *testing.T) {
 	ctSame(t, n, h)
 
 	// release
-	rk := apptest.NewKey()
+	rk := nodetest.NewKey()
 	rel := d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, rk)
-	apptest.Must(t, rel, http.StatusOK)
+	nodetest.Must(t, rel, http.StatusOK)
 	h = n.Head()
 	ctReplayed(t, rel, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, rk))
 	ctSame(t, n, h)
@@ -43,25 +43,25 @@ func TestContractIdemReplayDevice(t *testing.T) {
 
 	// start and heartbeat on the next claim (the released task a is
 	// older than b, so a comes back with generation 2).
-	ck2, tok2 := apptest.NewKey(), apptest.NewClaimToken()
+	ck2, tok2 := nodetest.NewKey(), nodetest.NewClaimToken()
 	c2 := d.ClaimWith(ck2, tok2)
-	apptest.Must(t, c2, http.StatusOK)
-	if ctTaskOf(c2) != a || apptest.Num(c2.JSON(), "claim_generation") != 2 {
+	nodetest.Must(t, c2, http.StatusOK)
+	if ctTaskOf(c2) != a || nodetest.Num(c2.JSON(), "claim_generation") != 2 {
 		t.Fatalf("want %s generation 2, got %s", a, c2.Body)
 	}
-	sk := apptest.NewKey()
+	sk := nodetest.NewKey()
 	start := d.Call(a, "start", tok2, map[string]any{"claim_generation": 2, "expected_version": 4}, sk)
-	apptest.Must(t, start, http.StatusOK)
-	ex := apptest.Str(start.JSON(), "execution_id")
+	nodetest.Must(t, start, http.StatusOK)
+	ex := nodetest.Str(start.JSON(), "execution_id")
 	h = n.Head()
 	ctReplayed(t, start, d.Call(a, "start", tok2, map[string]any{"claim_generation": 2, "expected_version": 4}, sk))
 	ctSame(t, n, h)
 
-	hk := apptest.NewKey()
+	hk := nodetest.NewKey()
 	hb := map[string]any{"claim_generation": 2, "execution_id": ex, "step": "one", "client_time": "2026-01-01T00:00:00Z"}
 	beat := d.Call(a, "heartbeat", tok2, hb, hk)
-	apptest.Must(t, beat, http.StatusOK)
-	if apptest.Str(beat.JSON(), "step") != "one" {
+	nodetest.Must(t, beat, http.StatusOK)
+	if nodetest.Str(beat.JSON(), "step") != "one" {
 		t.Fatalf("heartbeat answer lacks step: %s", beat.Body)
 	}
 	h = n.Head()
@@ -73,8 +73,8 @@ func TestContractIdemReplayDevice(t *testing.T) {
 	// answer the original values.
 	n.Advance(10 * time.Second)
 	later := d.Call(a, "heartbeat", tok2, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "two"}, "")
-	apptest.Must(t, later, http.StatusOK)
-	if apptest.Str(later.JSON(), "lease_expires_at") == apptest.Str(beat.JSON(), "lease_expires_at") {
+	nodetest.Must(t, later, http.StatusOK)
+	if nodetest.Str(later.JSON(), "lease_expires_at") == nodetest.Str(beat.JSON(), "lease_expires_at") {
 		t.Fatalf("later heartbeat did not extend the lease")
 	}
 	h = n.Head()
@@ -90,27 +90,27 @@ func TestContractIdemReplayDevice(t *testing.T) {
 // appended; the scope is (actor, operation, key), so the same key on
 // another operation or by another actor is a new request.
 func TestContractIdemConflict(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	n.CreateTask(nil)
-	ck, tok := apptest.NewKey(), apptest.NewClaimToken()
-	apptest.Must(t, d.ClaimWith(ck, tok), http.StatusOK)
+	ck, tok := nodetest.NewKey(), nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(ck, tok), http.StatusOK)
 	h := n.Head()
 	// Another token, another session.
-	ctRefused(t, n, h, d.ClaimWith(ck, apptest.NewClaimToken()), http.StatusConflict, "idempotency_conflict")
+	ctRefused(t, n, h, d.ClaimWith(ck, nodetest.NewClaimToken()), http.StatusConflict, "idempotency_conflict")
 	sess := d.Session
 	d.Session = ctNewID()
 	ctRefused(t, n, h, d.ClaimWith(ck, tok), http.StatusConflict, "idempotency_conflict")
 	d.Session = sess
 
-	sk := apptest.NewKey()
-	apptest.Must(t, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusOK)
+	sk := nodetest.NewKey()
+	nodetest.Must(t, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusOK)
 	h = n.Head()
 	// Another body, another token, another task, with the start key.
 	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, sk), http.StatusConflict, "idempotency_conflict")
-	ctRefused(t, n, h, d.Call(a, "start", apptest.NewClaimToken(), map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "idempotency_conflict")
+	ctRefused(t, n, h, d.Call(a, "start", nodetest.NewClaimToken(), map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "idempotency_conflict")
 	ctRefused(t, n, h, d.Call(ctNewID(), "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "idempotency_conflict")
 
 	// Same key on another operation of the same device is another request.
@@ -119,25 +119,25 @@ func TestContractIdemConflict(t *testing.T) {
 	// Same key by another device is another request.
 	e.Session = d.Session
 	r = e.ClaimWith(ck, tok)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("another device's key was replayed")
 	}
 
 	// Admin: same key, other payload / other route parameters.
-	key := apptest.NewKey()
+	key := nodetest.NewKey()
 	cr := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"x": 1}}, map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, cr, http.StatusCreated)
+	nodetest.Must(t, cr, http.StatusCreated)
 	h = n.Head()
 	r = n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"x": 2}}, map[string]string{"Idempotency-Key": key})
 	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
 	r = n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"x": 1}, "authorize": map[string]any{"ttl_seconds": 3600}},
 		map[string]string{"Idempotency-Key": key})
 	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
-	id := apptest.Str(cr.JSON(), "id")
+	id := nodetest.Str(cr.JSON(), "id")
 	other := n.CreateTask(nil)
-	ckey := apptest.NewKey()
-	apptest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "r"}, map[string]string{"Idempotency-Key": ckey}), http.StatusOK)
+	ckey := nodetest.NewKey()
+	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/cancel", n.AdminToken, map[string]any{"reason": "r"}, map[string]string{"Idempotency-Key": ckey}), http.StatusOK)
 	h = n.Head()
 	r = n.Do("POST", ctAdminPath+"/tasks/"+other+"/cancel", n.AdminToken, map[string]any{"reason": "r"}, map[string]string{"Idempotency-Key": ckey})
 	ctRefused(t, n, h, r, http.StatusConflict, "idempotency_conflict")
@@ -149,11 +149,11 @@ func TestContractIdemConflict(t *testing.T) {
 // document and Idempotent-Replayed: true, nothing appended; a device
 // registration replays without its token.
 func TestContractIdemReplayAdmin(t *testing.T) {
-	n := apptest.Start(t)
-	key := apptest.NewKey()
+	n := nodetest.Start(t)
+	key := nodetest.NewKey()
 	body := map[string]any{"payload": map[string]any{"x": 1}, "authorize": map[string]any{"ttl_seconds": 3600}}
 	first := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, first, http.StatusCreated)
+	nodetest.Must(t, first, http.StatusCreated)
 	h := n.Head()
 	ctReplayed(t, first, n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, body, map[string]string{"Idempotency-Key": key}))
 	ctSame(t, n, h)
@@ -164,28 +164,28 @@ func TestContractIdemReplayAdmin(t *testing.T) {
 	ctSame(t, n, h)
 
 	// The replay shows the current document: after a cancel, CANCELED.
-	id := apptest.Str(first.JSON(), "id")
-	apptest.Must(t, ctCancel(n, id), http.StatusOK)
+	id := nodetest.Str(first.JSON(), "id")
+	nodetest.Must(t, ctCancel(n, id), http.StatusOK)
 	h = n.Head()
 	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
-	apptest.Must(t, r, http.StatusCreated)
-	if r.Header.Get("Idempotent-Replayed") != "true" || apptest.Str(r.JSON(), "state") != "CANCELED" || apptest.Str(r.JSON(), "id") != id {
+	nodetest.Must(t, r, http.StatusCreated)
+	if r.Header.Get("Idempotent-Replayed") != "true" || nodetest.Str(r.JSON(), "state") != "CANCELED" || nodetest.Str(r.JSON(), "id") != id {
 		t.Fatalf("replay after cancel: %s", r.Body)
 	}
 	ctSame(t, n, h)
 
 	// Device registration: the token is shown once.
-	rk := apptest.NewKey()
+	rk := nodetest.NewKey()
 	reg := map[string]any{"owner_id": ctNewID(), "name": "phone"}
 	d1 := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, reg, map[string]string{"Idempotency-Key": rk})
-	apptest.Must(t, d1, http.StatusCreated)
-	tok := apptest.Str(d1.JSON(), "token")
+	nodetest.Must(t, d1, http.StatusCreated)
+	tok := nodetest.Str(d1.JSON(), "token")
 	if len(tok) != 6+43 || tok[:6] != "tldev_" {
 		t.Fatalf("device token %q", tok)
 	}
 	h = n.Head()
 	d2 := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, reg, map[string]string{"Idempotency-Key": rk})
-	apptest.Must(t, d2, http.StatusCreated)
+	nodetest.Must(t, d2, http.StatusCreated)
 	ctSame(t, n, h)
 	m1, m2 := d1.JSON(), d2.JSON()
 	if d2.Header.Get("Idempotent-Replayed") != "true" {
@@ -195,20 +195,20 @@ func TestContractIdemReplayAdmin(t *testing.T) {
 		t.Fatalf("registration replay shows the token: %s", d2.Body)
 	}
 	delete(m1, "token")
-	if apptest.Str(m1, "device_id") != apptest.Str(m2, "device_id") || len(m1) != len(m2) {
+	if nodetest.Str(m1, "device_id") != nodetest.Str(m2, "device_id") || len(m1) != len(m2) {
 		t.Fatalf("replay %s differs from %s", d2.Body, d1.Body)
 	}
 	// The token shown once works.
-	dev := &apptest.Device{N: n, ID: apptest.Str(m1, "device_id"), Token: tok, Session: ctNewID()}
-	apptest.Must(t, dev.Ready(), http.StatusOK)
+	dev := &nodetest.Device{N: n, ID: nodetest.Str(m1, "device_id"), Token: tok, Session: ctNewID()}
+	nodetest.Must(t, dev.Ready(), http.StatusOK)
 }
 
 // A recorded 204 stays 204 (with Retry-After: 2) after tasks appear;
 // another key then claims.
 func TestContractIdemRecorded204(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
-	key, tok := apptest.NewKey(), apptest.NewClaimToken()
+	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	first := d.ClaimWith(key, tok)
 	if first.Status != http.StatusNoContent || first.Header.Get("Retry-After") != "2" || len(first.Body) != 0 {
 		t.Fatalf("want 204 with Retry-After: 2, got %d %q %s", first.Status, first.Header.Get("Retry-After"), first.Body)
@@ -221,12 +221,12 @@ func TestContractIdemRecorded204(t *testing.T) {
 	}
 	ctSame(t, n, h)
 	// Same key, another request: the 204 record conflicts like any other.
-	ctRefused(t, n, h, d.ClaimWith(key, apptest.NewClaimToken()), http.StatusConflict, "idempotency_conflict")
+	ctRefused(t, n, h, d.ClaimWith(key, nodetest.NewClaimToken()), http.StatusConflict, "idempotency_conflict")
 	// The recorded 204 survives a restart (soft record) and time.
 	n = n.Restart()
 	n.Advance(30 * time.Minute) // the task's authorization (1 h) is still valid
 	d.N = n
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	h = n.Head()
 	again = d.ClaimWith(key, tok)
 	if again.Status != http.StatusNoContent || again.Header.Get("Idempotent-Replayed") != "true" {
@@ -234,7 +234,7 @@ func TestContractIdemRecorded204(t *testing.T) {
 	}
 	ctSame(t, n, h)
 	r, _ := d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if ctTaskOf(r) != id {
 		t.Fatalf("claimed %s, want %s", ctTaskOf(r), id)
 	}
@@ -245,28 +245,28 @@ func TestContractIdemRecorded204(t *testing.T) {
 // cancel, after it expired and another device re-claimed. Replays of
 // release always answer the recorded outcome.
 func TestContractIdemClaimReplayExpired(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 
 	// After an operator cancel of the CLAIMED task.
 	a := n.CreateTask(nil)
-	ka, ta := apptest.NewKey(), apptest.NewClaimToken()
-	apptest.Must(t, d.ClaimWith(ka, ta), http.StatusOK)
-	apptest.Must(t, ctCancel(n, a), http.StatusOK)
+	ka, ta := nodetest.NewKey(), nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(ka, ta), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
 	h := n.Head()
 	ctRefused(t, n, h, d.ClaimWith(ka, ta), http.StatusConflict, "claim_replay_expired")
 
 	// After expiry and a re-claim by another device.
 	b := n.CreateTask(nil)
-	kb, tb := apptest.NewKey(), apptest.NewClaimToken()
-	apptest.Must(t, d.ClaimWith(kb, tb), http.StatusOK)
-	rk := apptest.NewKey()
+	kb, tb := nodetest.NewKey(), nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(kb, tb), http.StatusOK)
+	rk := nodetest.NewKey()
 	n.Advance(10 * time.Minute)
-	apptest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
 	r, _ := e.Claim()
-	apptest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != b || apptest.Num(r.JSON(), "claim_generation") != 2 {
+	nodetest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != b || nodetest.Num(r.JSON(), "claim_generation") != 2 {
 		t.Fatalf("want %s generation 2, got %s", b, r.Body)
 	}
 	h = n.Head()
@@ -277,13 +277,13 @@ func TestContractIdemClaimReplayExpired(t *testing.T) {
 
 	// A release replays its recorded outcome even after the task moved on.
 	c := n.CreateTask(nil)
-	apptest.Must(t, d.Ready(), http.StatusOK)
-	kc, tc := apptest.NewKey(), apptest.NewClaimToken()
-	apptest.Must(t, d.ClaimWith(kc, tc), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	kc, tc := nodetest.NewKey(), nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(kc, tc), http.StatusOK)
 	rel := d.Call(c, "release", tc, map[string]any{"claim_generation": 1, "expected_version": 2}, rk)
-	apptest.Must(t, rel, http.StatusOK)
+	nodetest.Must(t, rel, http.StatusOK)
 	r, _ = d.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	h = n.Head()
 	ctReplayed(t, rel, d.Call(c, "release", tc, map[string]any{"claim_generation": 1, "expected_version": 2}, rk))
 	ctRefused(t, n, h, d.ClaimWith(kc, tc), http.StatusConflict, "claim_replay_expired")
@@ -293,21 +293,21 @@ func TestContractIdemClaimReplayExpired(t *testing.T) {
 // A start or heartbeat replayed after its execution ended or its lease
 // expired → 409 claim_replay_expired; cancel-ack replays its outcome.
 func TestContractIdemExecutionReplayExpired(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	n.CreateTask(nil)
 	n.CreateTask(nil)
 	a, tok, _ := ctClaim(t, d)
-	sk := apptest.NewKey()
+	sk := nodetest.NewKey()
 	st := d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
-	apptest.Must(t, st, http.StatusOK)
-	ex := apptest.Str(st.JSON(), "execution_id")
-	hk := apptest.NewKey()
-	apptest.Must(t, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusOK)
-	apptest.Must(t, ctCancel(n, a), http.StatusOK)
-	ak := apptest.NewKey()
+	nodetest.Must(t, st, http.StatusOK)
+	ex := nodetest.Str(st.JSON(), "execution_id")
+	hk := nodetest.NewKey()
+	nodetest.Must(t, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusOK)
+	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
+	ak := nodetest.NewKey()
 	ack := d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ak)
-	apptest.Must(t, ack, http.StatusOK)
+	nodetest.Must(t, ack, http.StatusOK)
 	h := n.Head()
 	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "claim_replay_expired")
 	ctRefused(t, n, h, d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusConflict, "claim_replay_expired")
@@ -316,12 +316,12 @@ func TestContractIdemExecutionReplayExpired(t *testing.T) {
 
 	// Running lease expired: start and heartbeat replays are refused.
 	b, tb, _ := ctClaim(t, d)
-	sk = apptest.NewKey()
+	sk = nodetest.NewKey()
 	st = d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
-	apptest.Must(t, st, http.StatusOK)
-	ex = apptest.Str(st.JSON(), "execution_id")
-	hk = apptest.NewKey()
-	apptest.Must(t, d.Call(b, "heartbeat", tb, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusOK)
+	nodetest.Must(t, st, http.StatusOK)
+	ex = nodetest.Str(st.JSON(), "execution_id")
+	hk = nodetest.NewKey()
+	nodetest.Must(t, d.Call(b, "heartbeat", tb, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, hk), http.StatusOK)
 	n.Advance(90 * time.Second)
 	h = n.Head()
 	ctRefused(t, n, h, d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, sk), http.StatusConflict, "claim_replay_expired")
@@ -331,24 +331,24 @@ func TestContractIdemExecutionReplayExpired(t *testing.T) {
 // device_not_ready is not recorded: the same key claims once the device
 // is ready. A rejected call (version mismatch) is not recorded either.
 func TestContractIdemNotReadyNotRecorded(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	n.CreateTask(nil)
-	key, tok := apptest.NewKey(), apptest.NewClaimToken()
+	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	h := n.Head()
 	ctRefused(t, n, h, d.ClaimWith(key, tok), http.StatusConflict, "device_not_ready")
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	r := d.ClaimWith(key, tok)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("not-ready outcome was replayed")
 	}
 	id := ctTaskOf(r)
-	sk := apptest.NewKey()
+	sk := nodetest.NewKey()
 	h = n.Head()
 	ctRefused(t, n, h, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 9}, sk), http.StatusConflict, "version_mismatch")
 	r = d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	if r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("a refused start was recorded")
 	}
@@ -358,27 +358,27 @@ func TestContractIdemNotReadyNotRecorded(t *testing.T) {
 // byte-identical bodies and append nothing. Presence is soft state: a
 // restarted server waits for the next heartbeat before a device may claim.
 func TestContractIdemReplayAfterRestart(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	n.CreateTask(nil)
-	ck, tok := apptest.NewKey(), apptest.NewClaimToken()
+	ck, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	claim := d.ClaimWith(ck, tok)
-	apptest.Must(t, claim, http.StatusOK)
-	sk := apptest.NewKey()
+	nodetest.Must(t, claim, http.StatusOK)
+	sk := nodetest.NewKey()
 	start := d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, sk)
-	apptest.Must(t, start, http.StatusOK)
-	ex := apptest.Str(start.JSON(), "execution_id")
-	hk := apptest.NewKey()
-	hb := func() *apptest.Resp {
+	nodetest.Must(t, start, http.StatusOK)
+	ex := nodetest.Str(start.JSON(), "execution_id")
+	hk := nodetest.NewKey()
+	hb := func() *nodetest.Resp {
 		return d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s",
 			"client_time": "2026-01-01T00:00:00.5Z"}, hk)
 	}
 	beat := hb()
-	apptest.Must(t, beat, http.StatusOK)
-	tk := apptest.NewKey()
+	nodetest.Must(t, beat, http.StatusOK)
+	tk := nodetest.NewKey()
 	create := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"z": 1}}, map[string]string{"Idempotency-Key": tk})
-	apptest.Must(t, create, http.StatusCreated)
+	nodetest.Must(t, create, http.StatusCreated)
 
 	n = n.Restart()
 	d.N = n
@@ -391,12 +391,12 @@ func TestContractIdemReplayAfterRestart(t *testing.T) {
 
 	// Presence did not survive as readiness.
 	e := n.RegisterDevice()
-	apptest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
 	n = n.Restart()
 	e.N = n
 	h = n.Head()
-	ctRefused(t, n, h, e.ClaimWith(apptest.NewKey(), apptest.NewClaimToken()), http.StatusConflict, "device_not_ready")
-	apptest.Must(t, e.Ready(), http.StatusOK)
+	ctRefused(t, n, h, e.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	nodetest.Must(t, e.Ready(), http.StatusOK)
 	r, _ := e.Claim()
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 }

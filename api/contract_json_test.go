@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // ctJSONRoute is a JSON route with a valid body split as {first,rest}, so
@@ -72,10 +72,10 @@ func (r ctJSONRoute) invalid() map[string]string {
 }
 
 // TestContractStrictJSON sends every invalid body to every JSON route of
-// issue 2: 400 invalid_request, nothing appended; then the valid body is
+// 400 invalid_request, nothing appended; then the valid body is
 // accepted, which proves the refusals came from the invalid parts.
 func TestContractStrictJSON(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	d2 := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
@@ -84,8 +84,8 @@ func TestContractStrictJSON(t *testing.T) {
 	b, tok2, _ := ctClaim(t, d2)
 	ex := ctStart(t, d2, b, tok2, 1)
 	unauthorized := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
-	apptest.Must(t, unauthorized, http.StatusCreated)
-	u := apptest.Str(unauthorized.JSON(), "id")
+	nodetest.Must(t, unauthorized, http.StatusCreated)
+	u := nodetest.Str(unauthorized.JSON(), "id")
 	canceled := n.CreateTask(map[string]any{"c": 1})
 
 	D, D2, S, E := d.ID, d2.ID, d.Session, ex
@@ -237,7 +237,7 @@ func TestContractStrictJSON(t *testing.T) {
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {
 			before := n.Head()
-			send := func(body string) *apptest.Resp {
+			send := func(body string) *nodetest.Resp {
 				return ctRaw(t, n, "POST", rt.path, rt.token, []byte(body), false, ctJSONHeaders(rt.headers))
 			}
 			for name, body := range rt.invalid() {
@@ -255,7 +255,7 @@ func TestContractStrictJSON(t *testing.T) {
 			ctSame(t, n, before)
 			// The valid body (with trailing whitespace, allowed) is accepted.
 			r := send(rt.valid() + " \r\n\t")
-			apptest.Must(t, r, rt.ok)
+			nodetest.Must(t, r, rt.ok)
 		})
 	}
 }
@@ -290,7 +290,7 @@ func ctPad(t *testing.T, body string, size int) []byte {
 // else 415 unsupported_media_type, on device and admin routes; nothing
 // appended. Media type validation comes before any state check.
 func TestContractContentType(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	n.CreateTask(nil)
 	id, tok, _ := ctClaim(t, d)
@@ -313,7 +313,7 @@ func TestContractContentType(t *testing.T) {
 	before := n.Head()
 	for _, rt := range routes {
 		for _, ct := range bad {
-			h := map[string]string{"Idempotency-Key": apptest.NewKey(), "X-Claim-Token": tok}
+			h := map[string]string{"Idempotency-Key": nodetest.NewKey(), "X-Claim-Token": tok}
 			if ct != "" {
 				h["Content-Type"] = ct
 			}
@@ -327,13 +327,13 @@ func TestContractContentType(t *testing.T) {
 	// charset=utf-8 (any case, with or without spaces) is allowed.
 	for _, ct := range []string{"application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON", `application/json; charset="utf-8"`} {
 		r := ctRaw(t, n, "POST", ctPresence, d.Token, []byte(presence), false, map[string]string{"Content-Type": ct})
-		apptest.Must(t, r, http.StatusOK)
+		nodetest.Must(t, r, http.StatusOK)
 		r = ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, []byte(`{"payload":{"a":1}}`), false, ctJSONHeaders(map[string]string{"Content-Type": ct}))
-		apptest.Must(t, r, http.StatusCreated)
+		nodetest.Must(t, r, http.StatusCreated)
 	}
 	r := ctRaw(t, n, "POST", ctDevicePath+"/tasks/"+id+"/release", d.Token, []byte(routes[2].body), false,
 		ctJSONHeaders(map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Claim-Token": tok}))
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 }
 
 // Bodies over 4096 bytes (device) and 64 KiB (admin) answer 413
@@ -341,7 +341,7 @@ func TestContractContentType(t *testing.T) {
 // anything else: media type, key and body are not looked at) or sent
 // chunked; bodies of exactly the limit are accepted.
 func TestContractBodyTooLarge(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	n.CreateTask(nil)
 	id, tok, _ := ctClaim(t, d)
@@ -383,11 +383,11 @@ func TestContractBodyTooLarge(t *testing.T) {
 	}
 	ctSame(t, n, before)
 	// A device body of exactly 4096 bytes, plain and chunked, is accepted.
-	apptest.Must(t, ctRaw(t, n, "POST", ctPresence, d.Token, ctPad(t, presence, dl), false, ctJSONHeaders(nil)), http.StatusOK)
-	apptest.Must(t, ctRaw(t, n, "POST", ctPresence, d.Token, ctPad(t, presence, dl), true, ctJSONHeaders(nil)), http.StatusOK)
+	nodetest.Must(t, ctRaw(t, n, "POST", ctPresence, d.Token, ctPad(t, presence, dl), false, ctJSONHeaders(nil)), http.StatusOK)
+	nodetest.Must(t, ctRaw(t, n, "POST", ctPresence, d.Token, ctPad(t, presence, dl), true, ctJSONHeaders(nil)), http.StatusOK)
 	r := ctRaw(t, n, "POST", ctDevicePath+"/tasks/"+id+"/release", d.Token, ctPad(t, start, dl), true, ctJSONHeaders(map[string]string{"X-Claim-Token": tok}))
-	apptest.Must(t, r, http.StatusOK)
+	nodetest.Must(t, r, http.StatusOK)
 	// An admin body of exactly 64 KiB is accepted (whitespace is not payload).
-	apptest.Must(t, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, ctPad(t, create, al), false, ctJSONHeaders(nil)), http.StatusCreated)
-	apptest.Must(t, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, ctPad(t, create, al), true, ctJSONHeaders(nil)), http.StatusCreated)
+	nodetest.Must(t, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, ctPad(t, create, al), false, ctJSONHeaders(nil)), http.StatusCreated)
+	nodetest.Must(t, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, ctPad(t, create, al), true, ctJSONHeaders(nil)), http.StatusCreated)
 }

@@ -5,46 +5,46 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // An expired claim (now == lease_expires_at, default claim lease 10 min)
 // is re-claimed by another device with generation +1; until then the
 // holder is told lease_expired, afterwards claim_not_found.
 func TestContractLeaseExpiredClaimReclaimed(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	_, tok, first := ctClaim(t, d)
 	fm := first.JSON()
-	srv, _ := time.Parse(time.RFC3339, apptest.Str(fm, "server_time"))
-	lease, _ := time.Parse(time.RFC3339, apptest.Str(fm, "lease_expires_at"))
-	if lease.Sub(srv) != 10*time.Minute || apptest.Str(fm["claim"].(map[string]any), "lease_expires_at") != apptest.Str(fm, "lease_expires_at") {
+	srv, _ := time.Parse(time.RFC3339, nodetest.Str(fm, "server_time"))
+	lease, _ := time.Parse(time.RFC3339, nodetest.Str(fm, "lease_expires_at"))
+	if lease.Sub(srv) != 10*time.Minute || nodetest.Str(fm["claim"].(map[string]any), "lease_expires_at") != nodetest.Str(fm, "lease_expires_at") {
 		t.Fatalf("claim lease: %s", first.Body)
 	}
 
 	// One second before expiry: still held.
 	n.Advance(10*time.Minute - time.Second)
-	apptest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
 	r, _ := e.Claim()
-	apptest.Must(t, r, http.StatusNoContent)
+	nodetest.Must(t, r, http.StatusNoContent)
 
 	// Exactly at expiry: expired.
 	n.Advance(time.Second)
 	h := n.Head()
 	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
 	ctRefused(t, n, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
-	etok := apptest.NewClaimToken()
-	r = e.ClaimWith(apptest.NewKey(), etok)
-	apptest.Must(t, r, http.StatusOK)
+	etok := nodetest.NewClaimToken()
+	r = e.ClaimWith(nodetest.NewKey(), etok)
+	nodetest.Must(t, r, http.StatusOK)
 	m := r.JSON()
-	if ctTaskOf(r) != a || apptest.Num(m, "claim_generation") != 2 || apptest.Num(m["claim"].(map[string]any), "generation") != 2 ||
-		apptest.Num(m, "version") != 3 || apptest.Str(m, "state") != "CLAIMED" {
+	if ctTaskOf(r) != a || nodetest.Num(m, "claim_generation") != 2 || nodetest.Num(m["claim"].(map[string]any), "generation") != 2 ||
+		nodetest.Num(m, "version") != 3 || nodetest.Str(m, "state") != "CLAIMED" {
 		t.Fatalf("re-claim: %s", r.Body)
 	}
 	detail := n.Task(a)
-	if c := detail["claim"].(map[string]any); apptest.Str(c, "device_id") != e.ID || apptest.Num(c, "generation") != 2 {
+	if c := detail["claim"].(map[string]any); nodetest.Str(c, "device_id") != e.ID || nodetest.Num(c, "generation") != 2 {
 		t.Fatalf("detail claim: %v", c)
 	}
 
@@ -61,23 +61,23 @@ func TestContractLeaseExpiredClaimReclaimed(t *testing.T) {
 	ctRefused(t, n, h, e.Call(a, "start", etok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "claim_generation_mismatch")
 	ctStartV(t, e, a, etok, 2, 3)
 	// The former holder can claim again (it holds nothing) but gets nothing.
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	r, _ = d.Claim()
-	apptest.Must(t, r, http.StatusNoContent)
+	nodetest.Must(t, r, http.StatusNoContent)
 }
 
 // ctStartV starts with an explicit expected version.
-func ctStartV(t *testing.T, d *apptest.Device, id, tok string, gen, version uint64) string {
+func ctStartV(t *testing.T, d *nodetest.Device, id, tok string, gen, version uint64) string {
 	t.Helper()
 	r := d.Call(id, "start", tok, map[string]any{"claim_generation": gen, "expected_version": version}, "")
-	apptest.Must(t, r, http.StatusOK)
-	return apptest.Str(r.JSON(), "execution_id")
+	nodetest.Must(t, r, http.StatusOK)
+	return nodetest.Str(r.JSON(), "execution_id")
 }
 
 // A device that holds an expired claim re-claims that task before any
 // older claimable task.
 func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	older := n.CreateTask(nil)
@@ -87,13 +87,13 @@ func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
 	if id != newer {
 		t.Fatalf("d claimed %s, want %s", id, newer)
 	}
-	apptest.Must(t, e.Call(older, "release", etok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
+	nodetest.Must(t, e.Call(older, "release", etok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
 	n.Advance(10 * time.Minute)
-	apptest.Must(t, d.Ready(), http.StatusOK)
-	tok := apptest.NewClaimToken()
-	r := d.ClaimWith(apptest.NewKey(), tok)
-	apptest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != newer || apptest.Num(r.JSON(), "claim_generation") != 2 || apptest.Num(r.JSON(), "version") != 3 {
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	tok := nodetest.NewClaimToken()
+	r := d.ClaimWith(nodetest.NewKey(), tok)
+	nodetest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != newer || nodetest.Num(r.JSON(), "claim_generation") != 2 || nodetest.Num(r.JSON(), "version") != 3 {
 		t.Fatalf("want own expired claim %s back with generation 2, got %s", newer, r.Body)
 	}
 	// It is a new claim: the new token acts, and the older task is left.
@@ -103,17 +103,17 @@ func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
 	}
 	// Another session re-claiming its own expired claim is no
 	// claim_requires_manual either: the claim is no longer open.
-	apptest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
 	id, _, _ = ctClaim(t, e)
 	if id != older {
 		t.Fatalf("e claimed %s", id)
 	}
 	n.Advance(10 * time.Minute)
-	apptest.Must(t, e.Ready(), http.StatusOK)
+	nodetest.Must(t, e.Ready(), http.StatusOK)
 	e.Session = ctNewID()
 	r, _ = e.Claim()
-	apptest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != older || apptest.Num(r.JSON(), "claim_generation") != 3 {
+	nodetest.Must(t, r, http.StatusOK)
+	if ctTaskOf(r) != older || nodetest.Num(r.JSON(), "claim_generation") != 3 {
 		t.Fatalf("re-claim in a new session: %s", r.Body)
 	}
 }
@@ -122,25 +122,25 @@ func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
 // holder's heartbeat and cancel-ack (409 lease_expired, nothing appended),
 // the task keeps its state, and it is never handed to another device.
 func TestContractLeaseRunningExpired(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	e := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	_, tok, _ := ctClaim(t, d)
 	ex := ctStart(t, d, a, tok, 1)
-	beat := func(step string) *apptest.Resp {
+	beat := func(step string) *nodetest.Resp {
 		return d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": step}, "")
 	}
 	// 89 s: alive; the heartbeat extends the lease to now + 90 s.
 	n.Advance(89 * time.Second)
 	hb := beat("at 89s")
-	apptest.Must(t, hb, http.StatusOK)
-	srv, _ := time.Parse(time.RFC3339, apptest.Str(hb.JSON(), "server_time"))
-	lease, _ := time.Parse(time.RFC3339, apptest.Str(hb.JSON(), "lease_expires_at"))
+	nodetest.Must(t, hb, http.StatusOK)
+	srv, _ := time.Parse(time.RFC3339, nodetest.Str(hb.JSON(), "server_time"))
+	lease, _ := time.Parse(time.RFC3339, nodetest.Str(hb.JSON(), "lease_expires_at"))
 	if lease.Sub(srv) != 90*time.Second {
 		t.Fatalf("heartbeat lease %v", lease.Sub(srv))
 	}
-	apptest.Must(t, ctCancel(n, a), http.StatusOK) // cancel requested: the ack is still refused below
+	nodetest.Must(t, ctCancel(n, a), http.StatusOK) // cancel requested: the ack is still refused below
 	n.Advance(90 * time.Second)
 	h := n.Head()
 	ctRefused(t, n, h, beat("too late"), http.StatusConflict, "lease_expired")
@@ -154,12 +154,12 @@ func TestContractLeaseRunningExpired(t *testing.T) {
 	// was consumed, the claim lease long gone).
 	for _, step := range []time.Duration{0, 10 * time.Minute, 2 * time.Hour} {
 		n.Advance(step + time.Second)
-		apptest.Must(t, e.Ready(), http.StatusOK)
+		nodetest.Must(t, e.Ready(), http.StatusOK)
 		r, _ := e.Claim()
-		apptest.Must(t, r, http.StatusNoContent)
+		nodetest.Must(t, r, http.StatusNoContent)
 	}
 	// The holder itself is told to ask an operator.
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	r, _ := d.Claim()
 	ctErr(t, r, http.StatusConflict, "claim_requires_manual")
 	if st, v := ctState(n, a); st != "RUNNING" || v != 3 {
@@ -170,18 +170,18 @@ func TestContractLeaseRunningExpired(t *testing.T) {
 // A claim lease never outlives its authorization: lease_expires_at =
 // min(now + claim lease, authorization.expires_at).
 func TestContractLeaseCappedByAuthorization(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	cr := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"a": 1},
 		"authorize": map[string]any{"ttl_seconds": 900}}, nil)
-	apptest.Must(t, cr, http.StatusCreated)
-	a := apptest.Str(cr.JSON(), "id")
-	authExp := apptest.Str(cr.JSON()["authorization"].(map[string]any), "expires_at")
+	nodetest.Must(t, cr, http.StatusCreated)
+	a := nodetest.Str(cr.JSON(), "id")
+	authExp := nodetest.Str(cr.JSON()["authorization"].(map[string]any), "expires_at")
 	n.Advance(6 * time.Minute)
-	apptest.Must(t, d.Ready(), http.StatusOK)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
 	_, tok, r := ctClaim(t, d)
 	m := r.JSON()
-	if apptest.Str(m, "lease_expires_at") != authExp || apptest.Str(m["claim"].(map[string]any), "authorization_expires_at") != authExp {
+	if nodetest.Str(m, "lease_expires_at") != authExp || nodetest.Str(m["claim"].(map[string]any), "authorization_expires_at") != authExp {
 		t.Fatalf("lease not capped at %s: %s", authExp, r.Body)
 	}
 	n.Advance(9 * time.Minute)

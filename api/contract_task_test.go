@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // ctDeviceReply checks the fields every device task response carries.
-func ctDeviceReply(t *testing.T, r *apptest.Resp, id, state string, version, gen uint64) map[string]any {
+func ctDeviceReply(t *testing.T, r *nodetest.Resp, id, state string, version, gen uint64) map[string]any {
 	t.Helper()
 	m := r.JSON()
 	for _, k := range []string{"task_id", "state", "version", "claim_generation", "server_time", "lease_expires_at", "cancel_requested"} {
@@ -17,8 +17,8 @@ func ctDeviceReply(t *testing.T, r *apptest.Resp, id, state string, version, gen
 			t.Fatalf("device reply lacks %q: %s", k, r.Body)
 		}
 	}
-	if apptest.Str(m, "task_id") != id || apptest.Str(m, "state") != state || apptest.Num(m, "version") != version ||
-		apptest.Num(m, "claim_generation") != gen {
+	if nodetest.Str(m, "task_id") != id || nodetest.Str(m, "state") != state || nodetest.Num(m, "version") != version ||
+		nodetest.Num(m, "claim_generation") != gen {
 		t.Fatalf("want %s %s v%d g%d, got %s", id, state, version, gen, r.Body)
 	}
 	return m
@@ -29,12 +29,12 @@ func ctDeviceReply(t *testing.T, r *apptest.Resp, id, state string, version, gen
 // documented order; then the happy path with an operator cancel of a
 // RUNNING task, cancel_requested on the heartbeat and cancel-ack.
 func TestContractTaskCodes(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	_, tok, _ := ctClaim(t, d)
-	other := apptest.NewClaimToken()
-	call := func(op, tk string, body map[string]any) *apptest.Resp { return d.Call(a, op, tk, body, "") }
+	other := nodetest.NewClaimToken()
+	call := func(op, tk string, body map[string]any) *nodetest.Resp { return d.Call(a, op, tk, body, "") }
 	h := n.Head()
 
 	// CLAIMED.
@@ -49,14 +49,14 @@ func TestContractTaskCodes(t *testing.T) {
 
 	// start → RUNNING.
 	st := call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 2})
-	apptest.Must(t, st, http.StatusOK)
+	nodetest.Must(t, st, http.StatusOK)
 	sm := ctDeviceReply(t, st, a, "RUNNING", 3, 1)
-	ex := apptest.Str(sm, "execution_id")
+	ex := nodetest.Str(sm, "execution_id")
 	if ex == "" || sm["cancel_requested"] != false {
 		t.Fatalf("start reply %s", st.Body)
 	}
-	srv, _ := time.Parse(time.RFC3339, apptest.Str(sm, "server_time"))
-	lease, _ := time.Parse(time.RFC3339, apptest.Str(sm, "lease_expires_at"))
+	srv, _ := time.Parse(time.RFC3339, nodetest.Str(sm, "server_time"))
+	lease, _ := time.Parse(time.RFC3339, nodetest.Str(sm, "lease_expires_at"))
 	if lease.Sub(srv) != 90*time.Second {
 		t.Fatalf("running lease %v, want 90s", lease.Sub(srv))
 	}
@@ -73,9 +73,9 @@ func TestContractTaskCodes(t *testing.T) {
 	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}), http.StatusConflict, "cancel_not_requested")
 
 	hb := call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "opening app"})
-	apptest.Must(t, hb, http.StatusOK)
+	nodetest.Must(t, hb, http.StatusOK)
 	hm := ctDeviceReply(t, hb, a, "RUNNING", 3, 1)
-	if hm["cancel_requested"] != false || apptest.Str(hm, "step") != "opening app" || apptest.Str(hm, "execution_id") != ex {
+	if hm["cancel_requested"] != false || nodetest.Str(hm, "step") != "opening app" || nodetest.Str(hm, "execution_id") != ex {
 		t.Fatalf("heartbeat reply %s", hb.Body)
 	}
 	if n.Head() != h+1 {
@@ -84,19 +84,19 @@ func TestContractTaskCodes(t *testing.T) {
 
 	// Operator cancel of a RUNNING task only requests it.
 	cr := ctCancel(n, a)
-	apptest.Must(t, cr, http.StatusOK)
-	if m := cr.JSON(); apptest.Str(m, "state") != "RUNNING" || apptest.Num(m, "version") != 3 || m["cancel_requested"] != true {
+	nodetest.Must(t, cr, http.StatusOK)
+	if m := cr.JSON(); nodetest.Str(m, "state") != "RUNNING" || nodetest.Num(m, "version") != 3 || m["cancel_requested"] != true {
 		t.Fatalf("cancel of RUNNING: %s", cr.Body)
 	}
 	hb = call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "saw cancel"})
-	apptest.Must(t, hb, http.StatusOK)
+	nodetest.Must(t, hb, http.StatusOK)
 	if m := ctDeviceReply(t, hb, a, "RUNNING", 3, 1); m["cancel_requested"] != true {
 		t.Fatalf("heartbeat after cancel: %s", hb.Body)
 	}
 	h = n.Head()
 	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusConflict, "version_mismatch")
 	ack := call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3})
-	apptest.Must(t, ack, http.StatusOK)
+	nodetest.Must(t, ack, http.StatusOK)
 	ctDeviceReply(t, ack, a, "CANCELED", 4, 1)
 	if st, v := ctState(n, a); st != "CANCELED" || v != 4 {
 		t.Fatalf("after cancel-ack: %s v%d", st, v)
@@ -119,16 +119,16 @@ func TestContractTaskCodes(t *testing.T) {
 // operator cancel of a PENDING or CLAIMED task is immediate (CANCELED,
 // version +1) and the former holder is refused.
 func TestContractReleaseAndImmediateCancel(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	d := ctReadyDevice(t, n)
 	a := n.CreateTask(nil)
 	_, tok, _ := ctClaim(t, d)
 	rel := d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	apptest.Must(t, rel, http.StatusOK)
+	nodetest.Must(t, rel, http.StatusOK)
 	if m := ctDeviceReply(t, rel, a, "PENDING", 3, 1); m["lease_expires_at"] != nil {
 		t.Fatalf("released task still has a lease: %s", rel.Body)
 	}
-	if m := n.Task(a); m["claim"] != nil || apptest.Str(m, "state") != "PENDING" {
+	if m := n.Task(a); m["claim"] != nil || nodetest.Str(m, "state") != "PENDING" {
 		t.Fatalf("released task detail: %v", m)
 	}
 	h := n.Head()
@@ -138,8 +138,8 @@ func TestContractReleaseAndImmediateCancel(t *testing.T) {
 	r := n.Do("POST", ctAdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 2}, nil)
 	ctRefused(t, n, h, r, http.StatusConflict, "version_mismatch")
 	r = n.Do("POST", ctAdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 3}, nil)
-	apptest.Must(t, r, http.StatusOK)
-	if m := r.JSON(); apptest.Str(m, "state") != "CANCELED" || apptest.Num(m, "version") != 4 {
+	nodetest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); nodetest.Str(m, "state") != "CANCELED" || nodetest.Num(m, "version") != 4 {
 		t.Fatalf("cancel of PENDING: %s", r.Body)
 	}
 
@@ -147,12 +147,12 @@ func TestContractReleaseAndImmediateCancel(t *testing.T) {
 	b := n.CreateTask(nil)
 	_, tb, _ := ctClaim(t, d)
 	r = ctCancel(n, b)
-	apptest.Must(t, r, http.StatusOK)
-	if m := r.JSON(); apptest.Str(m, "state") != "CANCELED" || apptest.Num(m, "version") != 3 || m["claim"] != nil {
+	nodetest.Must(t, r, http.StatusOK)
+	if m := r.JSON(); nodetest.Str(m, "state") != "CANCELED" || nodetest.Num(m, "version") != 3 || m["claim"] != nil {
 		t.Fatalf("cancel of CLAIMED: %s", r.Body)
 	}
 	h = n.Head()
 	ctRefused(t, n, h, d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusNotFound, "claim_not_found")
 	r, _ = d.Claim()
-	apptest.Must(t, r, http.StatusNoContent)
+	nodetest.Must(t, r, http.StatusNoContent)
 }

@@ -9,10 +9,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"taskledger/wire"
 	"time"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 )
 
 // errInvalid is a request that is not valid JSON of the expected shape; it
@@ -29,6 +28,9 @@ func invalid(format string, args ...any) error { return &errInvalid{fmt.Sprintf(
 func parseStrict(body []byte) (map[string]any, error) {
 	if !utf8.Valid(body) {
 		return nil, invalid("body is not valid UTF-8")
+	}
+	if loneSurrogate(body) {
+		return nil, invalid("body holds a lone UTF-16 surrogate escape")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -271,18 +273,10 @@ func parseTime(s string) (int64, error) {
 }
 
 // formatTime writes ms as RFC 3339 UTC with exactly three fractional digits.
-func formatTime(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
-}
+func formatTime(ms int64) string { return wire.FormatMillis(ms) }
 
 // isUUIDv4 reports whether s is a canonical lowercase UUIDv4.
-func isUUIDv4(s string) bool {
-	if len(s) != 36 || strings.ToLower(s) != s {
-		return false
-	}
-	u, err := uuid.Parse(s)
-	return err == nil && u.Version() == 4 && u.Variant() == uuid.RFC4122 && u.String() == s
-}
+func isUUIDv4(s string) bool { return wire.IsUUID(s) }
 
 var (
 	checkName  = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/projections"
 )
 
@@ -119,13 +120,13 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
 	switch {
-	case rec.Status == http.StatusNoContent:
+	case rec.Outcome == projections.OutcomeNoTask:
 		c.Response().Header().Set("Retry-After", "2")
 		return c.NoContent(http.StatusNoContent)
-	case rec.Status == http.StatusConflict:
+	case rec.Outcome == projections.OutcomeRefused:
 		ae := toAPIError(commands.RecordedError(rec.Code))
 		return c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
-	case rec.EventType == projections.EvTaskClaimed || rec.EventType == projections.EvTaskClaimResumed:
+	case rec.EventType == events.EvTaskClaimed || rec.EventType == events.EvTaskClaimResumed:
 		if res.Task == nil {
 			return commands.ErrInternal
 		}
@@ -133,7 +134,7 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 	case rec.Reply != nil && rec.Reply.Evidence != nil:
 		return c.JSON(http.StatusCreated, evidenceDoc(*rec.Reply.Evidence))
 	}
-	return c.JSON(rec.Status, taskReplyDoc(rec.Reply))
+	return c.JSON(outcomeStatus(rec.Outcome), taskReplyDoc(rec.Reply))
 }
 
 func nullTime(ms int64) any {
@@ -169,7 +170,11 @@ func (s *Server) claimDoc(rec *projections.IdemRecord, t *commands.ClaimedTask) 
 	}
 	claim := map[string]any{"generation": r.Generation, "session_id": r.SessionID,
 		"lease_expires_at": formatTime(r.LeaseExpiresAt), "authorization_expires_at": formatTime(r.AuthorizationExpiresAt)}
-	if r.TokenOrigin == projections.TokenServer {
+	if t.Takeover == projections.TakeoverManual {
+		// Only then: the default answer keeps the contract's exact shape.
+		claim["takeover"] = t.Takeover
+	}
+	if r.TokenOrigin == events.TokenServer {
 		claim["token"] = commands.ServerToken(s.eng.Config().ClaimSecret, rec.DeviceID, r.TaskID, r.AuthorizationID, r.Generation, r.Nonce)
 	}
 	return map[string]any{"task": task, "claim": claim, "state": r.State, "version": r.Version,
@@ -323,7 +328,7 @@ func (s *Server) evidence(c echo.Context) error {
 	}
 	sha, err := s.blobs.Put(data)
 	if err != nil {
-		return err
+		return s.blobFailed(err)
 	}
 	tokHash := commands.HashToken(tok)
 	cmd := &commands.TaskCall{Op: commands.OpEvidence, Device: principal(c), TaskID: taskID, Key: key, TokenHash: tokHash,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"taskledger/commands"
+	"taskledger/projections"
 )
 
 // apiError is an answer with a stable code.
@@ -87,4 +88,23 @@ func toAPIError(err error) *apiError {
 // isUnavailable reports errors answered 503 with an empty body.
 func isUnavailable(err error) bool {
 	return errors.Is(err, commands.ErrUnavailable) || errors.Is(err, commands.ErrShuttingDown)
+}
+
+// outcomeStatuses maps every recorded domain outcome to the HTTP status
+// its answer carries (a refusal's status comes from its code, through
+// errorTable). TestOutcomeStatusCoversEveryOutcome walks it.
+var outcomeStatuses = map[projections.Outcome]int{
+	projections.OutcomeAccepted: http.StatusOK,
+	projections.OutcomeCreated:  http.StatusCreated,
+	projections.OutcomeNoTask:   http.StatusNoContent,
+	projections.OutcomeRefused:  http.StatusConflict,
+}
+
+// outcomeStatus is the HTTP status of an outcome; an unknown one is a
+// server fault.
+func outcomeStatus(o projections.Outcome) int {
+	if s, ok := outcomeStatuses[o]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/node/nodetest"
 )
 
 // After --idempotency-retention, measured against the newest event's time,
@@ -14,43 +14,43 @@ import (
 // the tombstone is a function of the log.
 func TestIdempotencyKeyExpiresAfterRetention(t *testing.T) {
 	retention := func(c *commands.Config) { c.IdempotencyRetention = time.Hour }
-	n := apptest.Start(t, apptest.WithConfig(retention))
+	n := nodetest.Start(t, nodetest.WithConfig(retention))
 	d := n.RegisterDevice()
-	apptest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.Ready(), 200)
 	n.CreateTask(nil)
-	key, tok := apptest.NewKey(), apptest.NewClaimToken()
-	apptest.Must(t, d.ClaimWith(key, tok), 200)
+	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(key, tok), 200)
 	idle := n.RegisterDevice()
-	apptest.Must(t, idle.Ready(), 200)
-	noTaskKey := apptest.NewKey()
-	apptest.Must(t, idle.ClaimWith(noTaskKey, apptest.NewClaimToken()), 204)
+	nodetest.Must(t, idle.Ready(), 200)
+	noTaskKey := nodetest.NewKey()
+	nodetest.Must(t, idle.ClaimWith(noTaskKey, nodetest.NewClaimToken()), 204)
 
 	// Just inside retention: still a replay.
 	n.Advance(time.Hour - time.Second)
 	n.CreateTask(nil) // moves the newest event's time
 	r := d.ClaimWith(key, tok)
-	apptest.Must(t, r, 200)
+	nodetest.Must(t, r, 200)
 	if r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("replay inside retention not marked as replayed")
 	}
 
 	// The clock alone does not expire anything: only a newer event does.
 	n.Advance(time.Hour)
-	apptest.Must(t, d.ClaimWith(key, tok), 200)
+	nodetest.Must(t, d.ClaimWith(key, tok), 200)
 	n.CreateTask(nil)
 	before := n.Head()
-	apptest.Must(t, d.ClaimWith(key, tok), 409, "idempotency_key_expired")
-	apptest.Must(t, idle.ClaimWith(noTaskKey, apptest.NewClaimToken()), 409, "idempotency_key_expired")
+	nodetest.Must(t, d.ClaimWith(key, tok), 409, "idempotency_key_expired")
+	nodetest.Must(t, idle.ClaimWith(noTaskKey, nodetest.NewClaimToken()), 409, "idempotency_key_expired")
 	if n.Head() != before {
 		t.Fatal("an expired key's replay appended events")
 	}
 
-	n2 := n.Restart(apptest.WithConfig(retention))
-	apptest.Must(t, d2(n2, d).ClaimWith(key, tok), 409, "idempotency_key_expired")
+	n2 := n.Restart(nodetest.WithConfig(retention))
+	nodetest.Must(t, d2(n2, d).ClaimWith(key, tok), 409, "idempotency_key_expired")
 }
 
 // d2 rebinds a device to a restarted node (and reports presence again).
-func d2(n *apptest.Node, d *apptest.Device) *apptest.Device {
+func d2(n *nodetest.Node, d *nodetest.Device) *nodetest.Device {
 	c := *d
 	c.N = n
 	c.Ready()

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"taskledger/commands"
+	"taskledger/projections"
 )
 
 // Metrics are the Prometheus series of api.md and operations.md.
@@ -69,7 +69,7 @@ func (m *Metrics) Engine() commands.Metrics {
 		},
 		Command: func(cmd commands.Command, res commands.Result, err error) {
 			outcome := "ok"
-			if rec := res.Record; err == nil && rec != nil && rec.Status == http.StatusConflict {
+			if rec := res.Record; err == nil && rec != nil && rec.Outcome == projections.OutcomeRefused {
 				err = commands.RecordedError(rec.Code) // a recorded refusal (late report, claim_requires_manual)
 			}
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -38,7 +39,7 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Auth != nil {
 		doc["authorization"] = map[string]any{"id": t.Auth.ID, "status": authStatus(t, now),
-			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision}
+			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision, "takeover": takeoverName(t.Auth.Takeover)}
 	}
 	if t.Claim != nil {
 		doc["claim"] = map[string]any{"generation": t.Claim.Generation, "device_id": t.Claim.DeviceID,
@@ -47,8 +48,8 @@ func taskDoc(t *projections.Task, now int64) map[string]any {
 	}
 	if t.Exec != nil {
 		doc["execution"] = map[string]any{"id": t.Exec.ID, "started_at": formatTime(t.Exec.StartedAt),
-			"lease_expires_at": formatTime(t.Exec.LeaseExpiresAt), "step": nullStr(t.Exec.Step),
-			"last_seen_at": formatTime(t.Exec.LastSeenAt)}
+			"lease_expires_at": formatTime(t.Exec.Lease()), "step": nullStr(t.Exec.Step),
+			"last_seen_at": formatTime(t.Exec.Seen())}
 	}
 	if t.Result != nil {
 		doc["result"] = json.RawMessage(*t.Result)
@@ -105,7 +106,8 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 		}
 		doc["presence"] = map[string]any{"app_version": p.AppVersion, "os_version": p.OSVersion,
 			"target_app_version": p.TargetAppVersion, "checks": checks, "last_seen_at": formatTime(p.ReceivedAt),
-			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg)}
+			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg),
+			"online":    !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
 	}
 	if t := st.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID {
 		doc["open_task_id"] = t.ID
@@ -116,7 +118,7 @@ func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *com
 // eventDoc renders an event for the history routes and export: the body as
 // JSON with its secret-bearing fields (token hashes, nonces) left out.
 func eventDoc(e *ledger.Event, global bool) (map[string]any, error) {
-	body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/projections"
 )
 
 // Body limits of api.md.
@@ -48,6 +50,12 @@ type Options struct {
 	Metrics     *Metrics
 	// Extra registers more routes (metrics, console) on the root.
 	Extra func(e *echo.Echo)
+	// Limits are the request-rate limits (zero: none).
+	Limits Limits
+	// Now is the wall clock of the rate limits (nil: commands.WallClock).
+	Now func() time.Time
+	// Commits wakes the event streams after each commit (nil: no stream).
+	Commits *Notifier
 }
 
 // Server is the HTTP interface.
@@ -60,22 +68,42 @@ type Server struct {
 	metrics  *Metrics
 	echo     *echo.Echo
 	stopping atomic.Bool
+	limits   *limiter
+	storage  storageHealth
+	methods  methodTable
+	notify   *Notifier
+	done     chan struct{} // closed by Stopping: ends the event streams
+	stopOnce sync.Once
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics}
+	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics,
+		notify: o.Commits, done: make(chan struct{})}
 	for name, h := range o.AdminTokens {
 		s.admins[hex.EncodeToString(h)] = name
+	}
+	if s.metrics != nil && s.eng != nil {
+		s.metrics.WatchNeedingOperator(func() (n int) {
+			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
+			return n
+		})
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.requestLog, s.gate)
+	now := o.Now
+	if now == nil {
+		now = commands.WallClock{}.Now
+	}
+	s.limits = newLimiter(o.Limits, o.Metrics, now)
+	e.Use(s.requestLog, s.refuseMethod, s.refuseAmbiguous, s.gate)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
-	e.GET("/console/", console)
+	e.GET("/console/*", console)
+	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/console/") })
+	e.GET("/favicon.ico", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/favicon.svg") })
 
 	v1 := e.Group("/api/v1")
 	v1.GET("/openapi.json", openapiDoc)
@@ -100,6 +128,7 @@ func New(o Options) *Server {
 	adm.GET("/tasks/:id", s.getTask)
 	adm.GET("/tasks/:id/events", s.taskEvents)
 	adm.PUT("/tasks/:id/reference-image", s.putReferenceImage)
+	adm.GET("/tasks/:id/reference-image", s.getReferenceImage)
 	adm.POST("/tasks/:id/amend", s.amend)
 	adm.POST("/tasks/:id/authorize", s.authorize)
 	adm.POST("/tasks/:id/authorization/revoke", s.revokeAuthorization)
@@ -107,6 +136,7 @@ func New(o Options) *Server {
 	adm.POST("/tasks/:id/recover", s.recoverTask)
 	adm.GET("/tasks/:id/evidence/:eid", s.getEvidence)
 	adm.GET("/events", s.globalEvents)
+	adm.GET("/events/stream", s.eventStream)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)
 	} else {
@@ -128,10 +158,13 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
 // Stopping makes every later request answer 503 (graceful shutdown).
-func (s *Server) Stopping() { s.stopping.Store(true) }
+func (s *Server) Stopping() {
+	s.stopping.Store(true)
+	s.stopOnce.Do(func() { close(s.done) })
+}
 
 func (s *Server) readyz(c echo.Context) error {
-	if s.stopping.Load() || s.eng.Err() != nil {
+	if s.stopping.Load() || s.eng.Err() != nil || !s.storageReady() {
 		return unavailable(c)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
@@ -217,6 +250,21 @@ func bearer(c echo.Context) (string, bool) {
 	return hex.EncodeToString(sum[:]), true
 }
 
+// unauthenticated answers a request without a valid token: 429 once its
+// address spent its bucket, else 401; the body is never read and, when
+// there is one, the connection is closed after the answer.
+func (s *Server) unauthenticated(c echo.Context) error {
+	if err := s.limits.address(c); err != nil {
+		return err
+	}
+	c.Response().Header().Set("WWW-Authenticate", "Bearer")
+	if answerAndClose(c, http.StatusUnauthorized) {
+		return nil
+	}
+	closeIfBody(c)
+	return unauthorized(c)
+}
+
 func unauthorized(c echo.Context) error {
 	c.Response().Header().Set("WWW-Authenticate", "Bearer")
 	return c.NoContent(http.StatusUnauthorized)
@@ -240,15 +288,18 @@ func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			h, ok := bearer(c)
 			if !ok {
-				return unauthorized(c)
+				return s.unauthenticated(c)
 			}
 			dev, op := s.identify(h)
 			switch {
 			case dev == nil && op == "":
-				return unauthorized(c)
+				return s.unauthenticated(c)
 			case wantDevice != (dev != nil):
 				return errWrongKind
 			case wantDevice:
+				if err := s.limits.device(c, dev.DeviceID); err != nil {
+					return err
+				}
 				c.Set(ctxDevice, *dev)
 			default:
 				c.Set(ctxOperator, commands.Operator(op))
@@ -263,5 +314,7 @@ func operator(c echo.Context) commands.Operator   { return c.Get(ctxOperator).(c
 
 // do runs a command through the sequencer.
 func (s *Server) do(c echo.Context, cmd commands.Command) (commands.Result, error) {
-	return s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+	res, err := s.eng.Do(context.WithoutCancel(c.Request().Context()), cmd)
+	s.observeWrite(err)
+	return res, err
 }

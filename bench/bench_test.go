@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
@@ -47,7 +47,7 @@ func checkCounts(t *testing.T, res *Result, devices int) {
 	}
 }
 
-// checkLedger verifies the log in dir (app.Verify) and that it holds
+// checkLedger verifies the log in dir (node.Verify) and that it holds
 // exactly what the run's counts say: registrations and the pool, then one
 // event per event-producing command, every task back to PENDING or
 // CANCELED and no device holding a task.
@@ -58,12 +58,18 @@ func checkLedger(t *testing.T, dir string, res *Result, cfg Config) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}, nil)
+	rep, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}, nil)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	n := func(op Op) int { return res.PerOp[op].Count }
-	want := uint64(cfg.Devices + cfg.Tasks + n(OpClaim) + n(OpRelease) + n(OpStart) + n(OpHeartbeat) +
+	// A heartbeat appends an event only when it changes the step: the
+	// first of each execution, or every one with StepEachHeartbeat.
+	beats := n(OpStart)
+	if cfg.StepEachHeartbeat {
+		beats = n(OpHeartbeat)
+	}
+	want := uint64(cfg.Devices + cfg.Tasks + n(OpClaim) + n(OpRelease) + n(OpStart) + beats +
 		n(OpCancel) + n(OpCancelAck) + n(OpCreate))
 	if rep.Events != want {
 		t.Errorf("log holds %d events, the run's counts give %d", rep.Events, want)
@@ -99,6 +105,19 @@ func TestInProcessRunCountsAndVerifies(t *testing.T) {
 	if res.Durable < cfg.Commands {
 		t.Errorf("durable %d < the %d commands asked for", res.Durable, cfg.Commands)
 	}
+	checkLedger(t, dir, res, cfg)
+}
+
+// With a new step at every heartbeat, every heartbeat appends an event
+// (the mix as measured before heartbeats became quiet).
+func TestInProcessRunWithStepEachHeartbeat(t *testing.T) {
+	cfg := Config{Devices: 4, Tasks: 8, Commands: 300, ManualClock: true, StepEachHeartbeat: true}
+	dir := t.TempDir()
+	res, err := InProcessScenario(context.Background(), dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, res, cfg.Devices)
 	checkLedger(t, dir, res, cfg)
 }
 

@@ -5,7 +5,7 @@
 // (operator cancel) → heartbeat that sees cancel_requested → cancel-ack,
 // after which the operator creates a replacement task so the claimable pool
 // stays constant. Two drivers exist: InProcess calls commands.Engine.Do on a
-// node opened with app.Open (the real sequencer, fsync on), and HTTP speaks
+// node opened with node.Open (the real sequencer, fsync on), and HTTP speaks
 // the api.md contract to a running server. Only commands acknowledged
 // without error count as durable: the sequencer answers a command after its
 // batch committed, and the HTTP server answers after the sequencer did.

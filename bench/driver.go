@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +32,8 @@ type Claim struct {
 	Generation  uint64
 	Version     uint64
 	ExecutionID string
+	// Step is the step the next heartbeat reports (the load sets it).
+	Step string
 }
 
 // Driver is how the generator reaches a ledger: every method is one
@@ -119,24 +120,24 @@ func principal(d *Device) commands.Principal {
 	return commands.Principal{DeviceID: d.ID, OwnerID: d.OwnerID}
 }
 
-// do runs cmd and unwraps its recorded answer, insisting on status want.
-func (p *InProcess) do(ctx context.Context, cmd commands.Command, want int) (*projections.IdemRecord, error) {
+// do runs cmd and unwraps its recorded answer, insisting on outcome want.
+func (p *InProcess) do(ctx context.Context, cmd commands.Command, want projections.Outcome) (*projections.IdemRecord, error) {
 	res, err := p.Engine.Do(ctx, cmd)
 	return record(res, err, want)
 }
 
-// record unwraps a command's recorded answer, insisting on status want.
-func record(res commands.Result, err error, want int) (*projections.IdemRecord, error) {
+// record unwraps a command's recorded answer, insisting on outcome want.
+func record(res commands.Result, err error, want projections.Outcome) (*projections.IdemRecord, error) {
 	if err != nil {
 		return nil, err
 	}
 	r := res.Record
-	if r == nil || r.Status != want {
-		status, code := 0, ""
+	if r == nil || r.Outcome != want {
+		outcome, code := projections.OutcomeNone, ""
 		if r != nil {
-			status, code = r.Status, r.Code
+			outcome, code = r.Outcome, r.Code
 		}
-		return nil, fmt.Errorf("%w: status %d %s, want %d", ErrUnexpected, status, code, want)
+		return nil, fmt.Errorf("%w: outcome %s %s, want %s", ErrUnexpected, outcome, code, want)
 	}
 	return r, nil
 }
@@ -146,7 +147,7 @@ func (p *InProcess) RegisterDevice(ctx context.Context) (*Device, error) {
 	tok := newDeviceToken()
 	owner := uuid.NewString()
 	rec, err := p.do(ctx, &commands.RegisterDevice{AdminReq: p.admin(commands.OpRegisterDevice),
-		OwnerID: owner, Name: "bench-device", TokenHash: commands.HashToken(tok)}, http.StatusCreated)
+		OwnerID: owner, Name: "bench-device", TokenHash: commands.HashToken(tok)}, projections.OutcomeCreated)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func (p *InProcess) CreateTask(ctx context.Context) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(taskPayload))
 	rec, err := p.do(ctx, &commands.CreateTask{AdminReq: p.admin(commands.OpCreateTask),
-		Payload: taskPayload, PayloadSHA256: fmt.Sprintf("%x", sum), AuthorizeTTL: ttl}, http.StatusCreated)
+		Payload: taskPayload, PayloadSHA256: fmt.Sprintf("%x", sum), AuthorizeTTL: ttl}, projections.OutcomeCreated)
 	if err != nil {
 		return "", err
 	}
@@ -187,10 +188,10 @@ func (p *InProcess) Claim(ctx context.Context, d *Device) (*Claim, error) {
 	h := commands.HashToken(tok)
 	res, err := p.Engine.Do(ctx, &commands.ClaimNext{Device: principal(d), Key: key,
 		Fingerprint: fingerprint(commands.OpClaimNext, key, h), SessionID: d.Session, TokenHash: h})
-	if err == nil && res.Record != nil && res.Record.Status == http.StatusNoContent {
+	if err == nil && res.Record != nil && res.Record.Outcome == projections.OutcomeNoTask {
 		return nil, nil
 	}
-	rec, err := record(res, err, http.StatusOK)
+	rec, err := record(res, err, projections.OutcomeAccepted)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func (p *InProcess) call(ctx context.Context, op string, d *Device, c *Claim, st
 	key := newInProcessKey()
 	rec, err := p.do(ctx, &commands.TaskCall{Op: op, Device: principal(d), TaskID: c.TaskID, Key: key,
 		Fingerprint: fingerprint(op, key), TokenHash: c.TokenHash, Generation: c.Generation, Version: c.Version,
-		ExecutionID: c.ExecutionID, Step: step}, http.StatusOK)
+		ExecutionID: c.ExecutionID, Step: step}, projections.OutcomeAccepted)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +227,7 @@ func (p *InProcess) Start(ctx context.Context, d *Device, c *Claim) error {
 
 // Heartbeat implements Driver.
 func (p *InProcess) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, error) {
-	r, err := p.call(ctx, commands.OpHeartbeat, d, c, "working")
+	r, err := p.call(ctx, commands.OpHeartbeat, d, c, c.Step)
 	if err != nil {
 		return false, err
 	}
@@ -236,7 +237,7 @@ func (p *InProcess) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, e
 // Cancel implements Driver.
 func (p *InProcess) Cancel(ctx context.Context, taskID string) error {
 	_, err := p.do(ctx, &commands.Cancel{AdminReq: p.admin(commands.OpCancel), TaskID: taskID,
-		Reason: "bench"}, http.StatusOK)
+		Reason: "bench"}, projections.OutcomeAccepted)
 	return err
 }
 

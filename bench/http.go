@@ -177,7 +177,7 @@ func (h *HTTP) Start(ctx context.Context, d *Device, c *Claim) error {
 
 // Heartbeat implements Driver.
 func (h *HTTP) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, error) {
-	out, err := h.call(ctx, "heartbeat", d, c, map[string]any{"execution_id": c.ExecutionID, "step": "working"})
+	out, err := h.call(ctx, "heartbeat", d, c, map[string]any{"execution_id": c.ExecutionID, "step": c.Step})
 	if err != nil {
 		return false, err
 	}

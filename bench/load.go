@@ -33,6 +33,12 @@ type Config struct {
 	// ManualClock serves in-process nodes with the manual test clock
 	// (tests: no lease or presence can expire during the run).
 	ManualClock bool
+	// StepEachHeartbeat makes every heartbeat report a new step, so each
+	// appends an event, as every running heartbeat did before heartbeats
+	// that leave the step unchanged became quiet (the before/after figure
+	// of the same run). Default: one step per execution, so the first
+	// heartbeat appends a task.heartbeat and the others append nothing.
+	StepEachHeartbeat bool
 	// SetupWorkers bounds the concurrency of registration and creation
 	// (default 64).
 	SetupWorkers int
@@ -198,7 +204,16 @@ func (v *device) loop(ctx context.Context, release bool) error {
 	if err := v.timed(OpStart, func() error { return drv.Start(ctx, d, c) }); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	beat := 0
+	step := func() {
+		beat++
+		c.Step = "working"
+		if v.cfg.StepEachHeartbeat {
+			c.Step = fmt.Sprintf("step-%d", beat)
+		}
+	}
 	for range v.cfg.Heartbeats {
+		step()
 		if err := v.timed(OpHeartbeat, func() error {
 			cr, err := drv.Heartbeat(ctx, d, c)
 			if err == nil && cr {
@@ -212,6 +227,7 @@ func (v *device) loop(ctx context.Context, release bool) error {
 	if err := v.timed(OpCancel, func() error { return drv.Cancel(ctx, c.TaskID) }); err != nil {
 		return fmt.Errorf("cancel: %w", err)
 	}
+	step()
 	if err := v.timed(OpHeartbeat, func() error {
 		cr, err := drv.Heartbeat(ctx, d, c)
 		if err == nil && !cr {

@@ -13,16 +13,16 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/commands"
+	"taskledger/node"
 )
 
 // OpenNode opens a fresh node in dir with the wall clock, the default
 // configuration and fsync on: what `taskledger serve` runs.
-func OpenNode(dir string) (*app.Node, error) { return openNode(dir, false) }
+func OpenNode(dir string) (*node.Node, error) { return openNode(dir, false) }
 
-func openNode(dir string, manual bool) (*app.Node, error) {
-	return app.Open(app.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
+func openNode(dir string, manual bool) (*node.Node, error) {
+	return node.Open(node.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
 		Logger: zerolog.Nop()})
 }
 
@@ -66,7 +66,7 @@ func HTTPScenario(ctx context.Context, base, adminToken string, cfg Config) (*Re
 type LocalServer struct {
 	URL        string
 	AdminToken string
-	node       *app.Node
+	node       *node.Node
 	srv        *http.Server
 	done       chan error
 }
@@ -78,7 +78,7 @@ func ServeLocal(dir string, manual bool) (*LocalServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := os.ReadFile(filepath.Join(dir, app.InitialTokenFile))
+	tok, err := os.ReadFile(filepath.Join(dir, node.InitialTokenFile))
 	if err != nil {
 		n.Close()
 		return nil, err

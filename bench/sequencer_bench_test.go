@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// BenchmarkSequencer drives the real sequencer (app.Open on a temporary
+// BenchmarkSequencer drives the real sequencer (node.Open on a temporary
 // directory, fsync on) with 1, 64 and 256 concurrent simulated devices;
 // one op is one durable command. Run with
 //

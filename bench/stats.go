@@ -130,7 +130,7 @@ func (r *Result) Line() string {
 	s := fmt.Sprintf("%-44s %9.0f durable cmds/s  p50 %8s  p99 %8s  (%d cmds in %s",
 		r.Name, r.PerSecond(), round(r.P50), round(r.P99), r.Durable, r.Elapsed.Round(time.Millisecond))
 	if r.Events > 0 {
-		s += fmt.Sprintf(", %d events", r.Events)
+		s += fmt.Sprintf(", %d events, %.2f events/cmd", r.Events, float64(r.Events)/float64(max(r.Durable, 1)))
 	}
 	if r.CPU > 0 {
 		s += fmt.Sprintf(", %s CPU/cmd", round(r.CPUPerCommand()))

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"taskledger/wire"
 	"time"
 	"unicode/utf8"
 )
@@ -18,7 +19,7 @@ const maxJSONDepth = 64
 
 // TimeLayout is the wire format of every time the server writes: RFC 3339,
 // UTC, exactly three fractional digits, "Z".
-const TimeLayout = "2006-01-02T15:04:05.000Z"
+const TimeLayout = wire.TimeLayout
 
 var (
 	uuidRE      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -31,7 +32,7 @@ var (
 )
 
 // IsUUID reports whether s is a canonical lowercase UUIDv4.
-func IsUUID(s string) bool { return uuidRE.MatchString(s) }
+func IsUUID(s string) bool { return wire.IsUUID(s) }
 
 // IsClientClaimToken reports whether s has the form of a client-issued claim
 // token (43 characters of unpadded base64url).

@@ -134,6 +134,12 @@ func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error)
 	}
 	cl.LeaseExpiresAt = k.time("lease_expires_at")
 	cl.AuthorizationExpiresAt = k.time("authorization_expires_at")
+	if k.has("takeover") {
+		cl.Takeover = k.str("takeover")
+		if k.err == nil && cl.Takeover != "reclaim" && cl.Takeover != "manual" {
+			k.fail("takeover", "not reclaim or manual")
+		}
+	}
 	cl.State = o.str("state")
 	cl.Version = o.integer("version", 1)
 	gen := o.integer("claim_generation", 1)

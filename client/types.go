@@ -2,25 +2,23 @@ package client
 
 import (
 	"encoding/json"
+	"taskledger/wire"
 	"time"
 )
 
-// Task states (domain.md).
+// Task states: the wire's (one set for server and client).
 const (
-	StatePending             = "PENDING"
-	StateClaimed             = "CLAIMED"
-	StateRunning             = "RUNNING"
-	StateWaitingConfirmation = "WAITING_CONFIRMATION"
-	StateSucceeded           = "SUCCEEDED"
-	StateFailed              = "FAILED"
-	StateCanceled            = "CANCELED"
+	StatePending             = wire.StatePending
+	StateClaimed             = wire.StateClaimed
+	StateRunning             = wire.StateRunning
+	StateWaitingConfirmation = wire.StateWaitingConfirmation
+	StateSucceeded           = wire.StateSucceeded
+	StateFailed              = wire.StateFailed
+	StateCanceled            = wire.StateCanceled
 )
 
 // AllStates lists every task state.
-func AllStates() []string {
-	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
-		StateSucceeded, StateFailed, StateCanceled}
-}
+func AllStates() []string { return wire.AllStates() }
 
 // Op names a task-scoped device call; the value is the route suffix.
 type Op string
@@ -109,9 +107,12 @@ type Claim struct {
 	SessionID              string          `json:"session_id"`
 	LeaseExpiresAt         time.Time       `json:"lease_expires_at"`
 	AuthorizationExpiresAt time.Time       `json:"authorization_expires_at"`
-	State                  string          `json:"state"`
-	Version                int64           `json:"version"`
-	ServerTime             time.Time       `json:"server_time"`
+	// Takeover is the authorization's policy for a claim lost before start:
+	// "reclaim" or "manual" ("" from a server that does not say).
+	Takeover   string    `json:"takeover,omitempty"`
+	State      string    `json:"state"`
+	Version    int64     `json:"version"`
+	ServerTime time.Time `json:"server_time"`
 	// ServerToken is the server-issued claim token, when the call sent
 	// none. Never serialized.
 	ServerToken string `json:"-"`

@@ -3,6 +3,7 @@ package commands
 import (
 	"time"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -68,7 +69,7 @@ func (c *RegisterDevice) Decide(x *Ctx) (*Decision, error) {
 		return dec, err
 	}
 	id := NewID()
-	return c.decision(scope, projections.DeviceStream(id), projections.EvDeviceRegistered, &projections.DeviceRegistered{
+	return c.decision(scope, events.DeviceStream(id), events.EvDeviceRegistered, &events.DeviceRegistered{
 		DeviceID: id, OwnerID: c.OwnerID, Name: c.Name, HasChecks: c.HasChecks,
 		RequiredChecks: c.RequiredChecks, TokenHash: c.TokenHash}), nil
 }
@@ -93,8 +94,8 @@ func (c *RevokeDevice) Decide(x *Ctx) (*Decision, error) {
 	if d.Status != projections.DeviceStatusActive {
 		return nil, ErrInvalidState
 	}
-	return c.decision(scope, projections.DeviceStream(d.ID), projections.EvDeviceRevoked,
-		&projections.DeviceRevoked{DeviceID: d.ID, Reason: c.Reason}), nil
+	return c.decision(scope, events.DeviceStream(d.ID), events.EvDeviceRevoked,
+		&events.DeviceRevoked{DeviceID: d.ID, Reason: c.Reason}), nil
 }
 
 // CreateTask creates a task, optionally authorized in the same command.
@@ -112,17 +113,17 @@ func (c *CreateTask) Decide(x *Ctx) (*Decision, error) {
 		return dec, err
 	}
 	id := NewID()
-	body := &projections.TaskCreated{TaskID: id, Payload: c.Payload, PayloadSHA256: c.PayloadSHA256}
+	body := &events.TaskCreated{TaskID: id, Payload: c.Payload, PayloadSHA256: c.PayloadSHA256}
 	if c.AuthorizeTTL > 0 {
-		body.Authorization = &projections.AuthBody{ID: NewID(), Revision: 1, PayloadSHA256: c.PayloadSHA256,
+		body.Authorization = &events.AuthBody{ID: NewID(), Revision: 1, PayloadSHA256: c.PayloadSHA256,
 			ExpiresAt: x.Now + c.AuthorizeTTL.Milliseconds()}
 	}
-	return c.decision(scope, projections.TaskStream(id), projections.EvTaskCreated, body), nil
+	return c.decision(scope, events.TaskStream(id), events.EvTaskCreated, body), nil
 }
 
 // amendable returns the task if an operator may amend/authorize it: PENDING,
 // or CLAIMED with an expired claim lease (the stale claim is closed).
-func amendable(x *Ctx, id string) (*projections.Task, *projections.ClosedClaim, uint64, error) {
+func amendable(x *Ctx, id string) (*projections.Task, *events.ClosedClaim, uint64, error) {
 	t := x.State.Tasks[id]
 	if t == nil {
 		return nil, nil, 0, ErrTaskNotFound
@@ -131,14 +132,14 @@ func amendable(x *Ctx, id string) (*projections.Task, *projections.ClosedClaim, 
 	case t.State == projections.StatePending:
 		return t, nil, t.Version, nil
 	case t.State == projections.StateClaimed && t.Claim != nil && x.Now >= t.Claim.LeaseExpiresAt:
-		return t, &projections.ClosedClaim{DeviceID: t.Claim.DeviceID, Generation: t.Claim.Generation}, t.Version + 1, nil
+		return t, &events.ClosedClaim{DeviceID: t.Claim.DeviceID, Generation: t.Claim.Generation}, t.Version + 1, nil
 	}
 	return nil, nil, 0, ErrInvalidState
 }
 
 // beginAmendable is begin followed by amendable: the idempotency rules,
 // then the task an operator may amend, authorize or revoke.
-func (a *AdminReq) beginAmendable(x *Ctx, op, taskID string) (string, *projections.Task, *projections.ClosedClaim, uint64, *Decision, error) {
+func (a *AdminReq) beginAmendable(x *Ctx, op, taskID string) (string, *projections.Task, *events.ClosedClaim, uint64, *Decision, error) {
 	scope, dec, err := a.begin(x, op)
 	if dec != nil || err != nil {
 		return scope, nil, nil, 0, dec, err
@@ -165,7 +166,7 @@ func (c *Amend) Decide(x *Ctx) (*Decision, error) {
 	if t.Revision != c.ExpectedRevision {
 		return nil, ErrRevisionMismatch
 	}
-	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAmended, &projections.TaskAmended{
+	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskAmended, &events.TaskAmended{
 		TaskID: t.ID, Revision: t.Revision + 1, Payload: c.Payload, PayloadSHA256: c.PayloadSHA256,
 		Version: v, Closed: closed}), nil
 }
@@ -185,7 +186,7 @@ func (c *SetReferenceImage) Decide(x *Ctx) (*Decision, error) {
 	if dec != nil || err != nil {
 		return dec, err
 	}
-	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskReferenceImageSet, &projections.TaskReferenceImageSet{
+	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskReferenceImageSet, &events.TaskReferenceImageSet{
 		TaskID: t.ID, Revision: t.Revision + 1, SHA256: c.SHA256, Size: c.Size, Version: v, Closed: closed}), nil
 }
 
@@ -195,6 +196,8 @@ type Authorize struct {
 	TaskID           string
 	ExpectedRevision uint64
 	TTL              time.Duration
+	// Takeover is projections.TakeoverReclaim or TakeoverManual.
+	Takeover string
 }
 
 // Decide authorizes the task.
@@ -210,9 +213,10 @@ func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
 	if t.Image != nil {
 		img = t.Image.SHA256
 	}
-	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAuthorized, &projections.TaskAuthorized{
-		TaskID: t.ID, Version: v, Closed: closed, Authorization: projections.AuthBody{ID: NewID(), Revision: t.Revision,
-			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()}}), nil
+	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskAuthorized, &events.TaskAuthorized{
+		TaskID: t.ID, Version: v, Closed: closed, Authorization: events.AuthBody{ID: NewID(), Revision: t.Revision,
+			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()},
+		Takeover: takeoverOf(c.Takeover)}), nil
 }
 
 // RevokeAuthorization makes a task's authorization ineligible.
@@ -231,7 +235,7 @@ func (c *RevokeAuthorization) Decide(x *Ctx) (*Decision, error) {
 	if t.Auth == nil || t.Auth.Status != projections.AuthActive {
 		return nil, ErrInvalidState
 	}
-	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskAuthorizationRevoked, &projections.TaskAuthorizationRevoked{
+	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskAuthorizationRevoked, &events.TaskAuthorizationRevoked{
 		TaskID: t.ID, AuthorizationID: t.Auth.ID, Reason: c.Reason, Version: v, Closed: closed}), nil
 }
 
@@ -260,12 +264,12 @@ func (c *Cancel) Decide(x *Ctx) (*Decision, error) {
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != t.Version {
 		return nil, ErrVersionMismatch
 	}
-	stream := projections.TaskStream(t.ID)
+	stream := events.TaskStream(t.ID)
 	if t.Started() {
-		return c.decision(scope, stream, projections.EvTaskCancelRequested,
-			&projections.TaskCancelRequested{TaskID: t.ID, Reason: c.Reason}), nil
+		return c.decision(scope, stream, events.EvTaskCancelRequested,
+			&events.TaskCancelRequested{TaskID: t.ID, Reason: c.Reason}), nil
 	}
-	return c.decision(scope, stream, projections.EvTaskCanceled, &projections.TaskCanceled{
+	return c.decision(scope, stream, events.EvTaskCanceled, &events.TaskCanceled{
 		TaskID: t.ID, By: "operator", Reason: c.Reason, Version: t.Version + 1}), nil
 }
 
@@ -274,7 +278,7 @@ func (c *Cancel) Decide(x *Ctx) (*Decision, error) {
 type Recover struct {
 	AdminReq
 	TaskID          string
-	Decision        string // projections.RecoverFail or RecoverRequeue
+	Decision        string // events.RecoverFail or RecoverRequeue
 	Reason          string
 	ExpectedVersion uint64
 }
@@ -297,21 +301,25 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	}
 	d := x.State.Devices[t.Claim.DeviceID]
 	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
-	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt {
+	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !t.ManualTakeover() {
 		// A stale claim of an active device is not recovered: an operator
 		// command (amend, authorize, cancel) or the next claim closes it.
 		return nil, ErrInvalidState
 	}
-	if !revoked && (!t.Started() || x.Now < t.Exec.LeaseExpiresAt) {
+	if !revoked && !x.State.NeedsOperator(t, x.Now) && (!t.Started() || x.Now < t.Exec.Lease()) {
 		return nil, ErrLeaseNotExpired
 	}
-	exec := ""
+	exec, lease := "", int64(0)
 	if t.Started() {
-		exec = t.Exec.ID
+		exec, lease = t.Exec.ID, t.Exec.Lease()
 	}
-	return c.decision(scope, projections.TaskStream(t.ID), projections.EvTaskRecovered, &projections.TaskRecovered{
+	dec = c.decision(scope, events.TaskStream(t.ID), events.EvTaskRecovered, &events.TaskRecovered{
 		TaskID: t.ID, Decision: c.Decision, Reason: c.Reason, DeviceID: t.Claim.DeviceID,
-		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1}), nil
+		Generation: t.Claim.Generation, ExecutionID: exec, Version: t.Version + 1, LeaseExpiresAt: lease})
+	if exec != "" {
+		dec = dropSoftLease(dec, exec)
+	}
+	return dec, nil
 }
 
 // AdvanceClock moves the manual test clock forward.
@@ -324,4 +332,12 @@ func (c *AdvanceClock) Decide(x *Ctx) (*Decision, error) {
 	next := x.Now + c.Seconds*1000
 	return &Decision{ManualClock: &next,
 		Answer: func(*projections.State) Result { return Result{Value: next} }}, nil
+}
+
+// takeoverOf is the policy an authorization records: reclaim unless manual.
+func takeoverOf(p string) string {
+	if p == projections.TakeoverManual {
+		return p
+	}
+	return projections.TakeoverReclaim
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"sync"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -29,14 +30,14 @@ func (a *authIndex) load(s *projections.State) {
 }
 
 // apply indexes the registrations and revocations of committed events
-// (bodies[i] is events[i]'s decoded body).
-func (a *authIndex) apply(events []*ledger.Event, bodies []any) {
-	for i := range events {
+// (bodies[i] is evs[i]'s decoded body).
+func (a *authIndex) apply(evs []*ledger.Event, bodies []any) {
+	for i := range evs {
 		switch b := bodies[i].(type) {
-		case *projections.DeviceRegistered:
+		case *events.DeviceRegistered:
 			a.hashOf[b.DeviceID] = b.TokenHash
 			a.active.Store(b.TokenHash, Principal{DeviceID: b.DeviceID, OwnerID: b.OwnerID})
-		case *projections.DeviceRevoked:
+		case *events.DeviceRevoked:
 			if h, ok := a.hashOf[b.DeviceID]; ok {
 				a.active.Delete(h)
 			}

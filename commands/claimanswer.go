@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"net/http"
-
 	"taskledger/projections"
 )
 
@@ -21,6 +19,9 @@ type ClaimedTask struct {
 	Revision  uint64
 	CreatedAt int64
 	HasImage  bool
+	// Takeover is the claim's authorization's takeover policy ("reclaim"
+	// or "manual"): the claim is open, so it is the one it was made under.
+	Takeover string
 }
 
 // claimAnswer adds the claimed task to a claim-next answer of 200.
@@ -28,11 +29,15 @@ func claimAnswer(answer func(*projections.State) Result) func(*projections.State
 	return func(s *projections.State) Result {
 		res := answer(s)
 		r := res.Record
-		if r == nil || r.Status != http.StatusOK {
+		if r == nil || r.Outcome != projections.OutcomeAccepted {
 			return res
 		}
 		if t := s.Tasks[r.TaskID]; t != nil {
-			res.Task = &ClaimedTask{Payload: t.Payload, Revision: t.Revision, CreatedAt: t.CreatedAt, HasImage: t.Image != nil}
+			res.Task = &ClaimedTask{Payload: t.Payload, Revision: t.Revision, CreatedAt: t.CreatedAt, HasImage: t.Image != nil,
+				Takeover: takeoverOf("")}
+			if t.ManualTakeover() {
+				res.Task.Takeover = projections.TakeoverManual
+			}
 		}
 		return res
 	}

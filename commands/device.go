@@ -7,10 +7,10 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
-	"net/http"
 
 	"github.com/google/uuid"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -138,7 +138,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	actor := c.Device.Actor()
 	scope := Scope(actor, OpClaimNext)
 	if dec, err := lookupIdem(x, scope, c.Key, c.Fingerprint, func(r *projections.IdemRecord) error {
-		if r.Status != http.StatusOK {
+		if r.Outcome != projections.OutcomeAccepted {
 			return nil // 204 and claim_requires_manual replay as recorded
 		}
 		t := x.State.Tasks[r.TaskID]
@@ -154,26 +154,32 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
 
+	// A claim of this device that needs an operator (manual takeover) is
+	// never re-claimed, resumed or left behind for another task.
+	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID && x.State.NeedsOperator(t, x.Now) {
+		return requiresManual(actor, id, scope, c, d.ID, t.ID), nil
+	}
+
 	// The device's open task: resume it or refuse.
 	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID &&
 		(t.Started() || x.Now < t.Claim.LeaseExpiresAt) {
 		if t.Started() || t.Claim.SessionID != c.SessionID {
 			return &Decision{
-				Events: []Draft{{Stream: projections.DeviceStream(d.ID), Type: projections.EvDeviceClaimRequiresManual,
-					Actor: actor, Idem: id, Body: &projections.DeviceClaimRequiresManual{DeviceID: d.ID, SessionID: c.SessionID, TaskID: t.ID}}},
+				Events: []Draft{{Stream: events.DeviceStream(d.ID), Type: events.EvDeviceClaimRequiresManual,
+					Actor: actor, Idem: id, Body: &events.DeviceClaimRequiresManual{DeviceID: d.ID, SessionID: c.SessionID, TaskID: t.ID}}},
 				Answer: recorded(scope, c.Key),
 			}, nil
 		}
 		want := ""
-		if t.Claim.TokenOrigin == projections.TokenClient {
+		if t.Claim.TokenOrigin == events.TokenClient {
 			want = t.Claim.TokenHash
 		}
 		if subtle.ConstantTimeCompare([]byte(want), []byte(c.TokenHash)) != 1 {
 			return nil, ErrClaimTokenMismatch
 		}
 		return &Decision{
-			Events: []Draft{{Stream: projections.TaskStream(t.ID), Type: projections.EvTaskClaimResumed, Actor: actor, Idem: id,
-				Body: &projections.TaskClaimResumed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID,
+			Events: []Draft{{Stream: events.TaskStream(t.ID), Type: events.EvTaskClaimResumed, Actor: actor, Idem: id,
+				Body: &events.TaskClaimResumed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID,
 					Generation: t.Claim.Generation, LeaseExpiresAt: t.Claim.LeaseExpiresAt}}},
 			Answer: claimAnswer(recorded(scope, c.Key)),
 		}, nil
@@ -194,7 +200,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 	if t == nil {
 		rec := &projections.IdemRecord{Scope: scope, Key: c.Key, Fingerprint: c.Fingerprint, At: x.Now,
-			Status: http.StatusNoContent, DeviceID: d.ID}
+			Outcome: projections.OutcomeNoTask, DeviceID: d.ID}
 		raw, err := ledger.Marshal(rec)
 		if err != nil {
 			return nil, err
@@ -207,38 +213,48 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 
 	gen := t.Generation + 1
-	body := &projections.TaskClaimed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID, Generation: gen,
+	body := &events.TaskClaimed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID, Generation: gen,
 		Version: t.Version + 1, AuthorizationID: t.Auth.ID, AuthorizationExpiresAt: t.Auth.ExpiresAt,
 		LeaseExpiresAt: min(x.Now+x.Cfg.ClaimLease.Milliseconds(), t.Auth.ExpiresAt)}
 	if t.Claim != nil && t.Claim.DeviceID != d.ID {
 		body.PreviousDeviceID = t.Claim.DeviceID
 	}
 	if c.TokenHash != "" {
-		body.TokenOrigin, body.TokenHash = projections.TokenClient, c.TokenHash
+		body.TokenOrigin, body.TokenHash = events.TokenClient, c.TokenHash
 	} else {
 		if x.Cfg.ClaimSecret == nil {
 			return nil, ErrClaimTokenRequired
 		}
-		var nonce [32]byte
-		if _, err := rand.Read(nonce[:]); err != nil {
+		nonce, err := NewNonce()
+		if err != nil {
 			return nil, err
 		}
-		body.TokenOrigin, body.Nonce = projections.TokenServer, hex.EncodeToString(nonce[:])
+		body.TokenOrigin, body.Nonce = events.TokenServer, nonce
 		body.TokenHash = HashToken(ServerToken(x.Cfg.ClaimSecret, d.ID, t.ID, t.Auth.ID, gen, body.Nonce))
 	}
 	if p != nil {
-		body.Presence = &projections.PresenceSnapshot{ReceivedAt: p.ReceivedAt, AppVersion: p.AppVersion,
+		body.Presence = &events.PresenceSnapshot{ReceivedAt: p.ReceivedAt, AppVersion: p.AppVersion,
 			OSVersion: p.OSVersion, TargetAppVersion: p.TargetAppVersion, Checks: p.Checks,
 			RequiredChecks: RequiredChecks(d, x.Cfg)}
 	}
 	dec := &Decision{
-		Events: []Draft{{Stream: projections.TaskStream(t.ID), Type: projections.EvTaskClaimed, Actor: actor, Idem: id, Body: body}},
+		Events: []Draft{{Stream: events.TaskStream(t.ID), Type: events.EvTaskClaimed, Actor: actor, Idem: id, Body: body}},
 		Answer: claimAnswer(recorded(scope, c.Key)),
 	}
-	if body.TokenOrigin == projections.TokenServer && x.State.ServerClaims == 0 {
+	if body.TokenOrigin == events.TokenServer && x.State.ServerClaims == 0 {
 		dec.SecretCheck = SecretCheck(x.Cfg.ClaimSecret)
 	}
 	return dec, nil
+}
+
+// NewNonce returns the random 32-byte nonce of a server-issued claim
+// token, as 64 lowercase hex characters (crypto/rand).
+func NewNonce() (string, error) {
+	var nonce [32]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(nonce[:]), nil
 }
 
 // HashToken is the SHA-256 (hex) under which a token is stored.
@@ -276,3 +292,12 @@ func SecretCheck(secret []byte) []byte {
 
 // NewID returns a new canonical UUIDv4.
 func NewID() string { return uuid.NewString() }
+
+// requiresManual records a claim-next refused with claim_requires_manual.
+func requiresManual(actor ledger.Actor, id *ledger.Idem, scope string, c *ClaimNext, device, task string) *Decision {
+	return &Decision{
+		Events: []Draft{{Stream: events.DeviceStream(device), Type: events.EvDeviceClaimRequiresManual,
+			Actor: actor, Idem: id, Body: &events.DeviceClaimRequiresManual{DeviceID: device, SessionID: c.SessionID, TaskID: task}}},
+		Answer: recorded(scope, c.Key),
+	}
+}

@@ -137,7 +137,7 @@ type Options struct {
 	MaxBatch int
 	// Committed, when set, is called after every commit that appended
 	// events, with the new head, those events and their bodies (bodies[i]
-	// is what projections.DecodeBody returns for events[i]; the hook must
+	// is what events.DecodeBody returns for events[i]; the hook must
 	// not change them), before any command of the batch is answered. It
 	// runs on the committer goroutine while the sequencer may hold the
 	// projections' write lock: it must return at once and must not call

@@ -218,15 +218,15 @@ func TestBatchSeesEarlierDecisions(t *testing.T) {
 	}
 	waitSequenced(t, e, 5+1+2)
 	close(hold)
-	statuses := map[int]int{}
+	statuses := map[projections.Outcome]int{}
 	for i := 0; i < 2; i++ {
 		r := <-results
-		statuses[r.Record.Status]++
+		statuses[r.Record.Outcome]++
 	}
 	// Both claims were decided in one batch; the only claimable task goes to
 	// the first, and the second decision already sees it taken.
-	if statuses[200] != 1 || statuses[204] != 1 {
-		t.Fatalf("statuses %v, want one 200 and one 204", statuses)
+	if statuses[projections.OutcomeAccepted] != 1 || statuses[projections.OutcomeNoTask] != 1 {
+		t.Fatalf("outcomes %v, want one accepted and one no task", statuses)
 	}
 	if got := g.appends.Load(); got != 5+2 {
 		t.Fatalf("%d appends", got)

@@ -3,8 +3,8 @@ package commands
 import (
 	"os"
 
+	"taskledger/events"
 	"taskledger/ledger"
-	"taskledger/projections"
 )
 
 // Failpoints let crash tests of the real binary stop the process at an
@@ -21,12 +21,12 @@ const FailpointKillAfterClaimCommit = "kill-after-claim-commit"
 var failpoint = os.Getenv("TASKLEDGER_FAILPOINT")
 
 // afterCommit runs the failpoints of a committed batch.
-func afterCommit(events []*ledger.Event) {
+func afterCommit(evs []*ledger.Event) {
 	if failpoint != FailpointKillAfterClaimCommit {
 		return
 	}
-	for _, ev := range events {
-		if ev.Type == projections.EvTaskClaimed {
+	for _, ev := range evs {
+		if ev.Type == events.EvTaskClaimed {
 			if p, err := os.FindProcess(os.Getpid()); err == nil {
 				_ = p.Kill() // SIGKILL: no deferred code, no answer
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -208,7 +209,7 @@ func (e *Engine) decide(j *job, r *request) {
 	for i := range d.Events {
 		ev := e.stamp(s, &d.Events[i], now)
 		var raw []byte
-		e.head, raw, err = ledger.SealBody(ev, e.head, d.Events[i].Body, projections.AppendBody)
+		e.head, raw, err = ledger.SealBody(ev, e.head, d.Events[i].Body, events.AppendBody)
 		if err == nil {
 			err = s.ApplyDecoded(ev, d.Events[i].Body) // no need to decode what was just encoded
 		}
@@ -275,6 +276,7 @@ func (e *Engine) reload() {
 		e.logger.Error().Err(err).Msg("reload failed; refusing commands")
 		return
 	}
+	keepCommittedPresence(e.state, s)
 	e.state = s
 	e.head = s.Head
 }
@@ -322,7 +324,7 @@ func (e *Engine) answer(r *request) {
 		e.metrics.Command(r.cmd, r.res, r.err)
 	}
 	if e.metrics.Claimed != nil && r.err == nil && !r.res.Replayed && r.res.Record != nil &&
-		r.res.Record.EventType == projections.EvTaskClaimed {
+		r.res.Record.EventType == events.EvTaskClaimed {
 		e.metrics.Claimed()
 	}
 	r.done <- struct{}{} // the last touch: Do reuses r
@@ -333,7 +335,7 @@ func (e *Engine) answer(r *request) {
 func (e *Engine) stamp(s *projections.State, d *Draft, now int64) *ledger.Event {
 	return &ledger.Event{
 		Stream: d.Stream, StreamVersion: s.StreamVersion(d.Stream) + 1,
-		Type: d.Type, Schema: projections.CurrentSchema(d.Type), At: now,
+		Type: d.Type, Schema: events.CurrentSchema(d.Type), At: now,
 		Actor: d.Actor, Idem: d.Idem,
 	}
 }

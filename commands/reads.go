@@ -26,7 +26,7 @@ func ReferenceImageAccess(s *projections.State, now int64, p Principal, taskID, 
 	}
 	lease := t.Claim.LeaseExpiresAt
 	if t.Started() {
-		lease = t.Exec.LeaseExpiresAt
+		lease = t.Exec.Lease()
 	}
 	if now >= lease {
 		return "", ErrLeaseExpired

@@ -2,8 +2,9 @@ package commands
 
 import (
 	"crypto/subtle"
-	"net/http"
 
+	"taskledger/events"
+	"taskledger/ledger"
 	"taskledger/projections"
 )
 
@@ -80,7 +81,7 @@ type TaskCall struct {
 // while their claim or execution is current and its lease valid.
 func (c *TaskCall) replayCheck(x *Ctx) func(r *projections.IdemRecord) error {
 	return func(r *projections.IdemRecord) error {
-		if r.Status != http.StatusOK || r.Reply == nil {
+		if r.Outcome != projections.OutcomeAccepted || r.Reply == nil {
 			return nil
 		}
 		t := x.State.Tasks[r.TaskID]
@@ -94,7 +95,7 @@ func (c *TaskCall) replayCheck(x *Ctx) func(r *projections.IdemRecord) error {
 			}
 		default: // start, heartbeat, await-confirmation, resume
 			if t == nil || !t.Started() || t.Claim == nil || t.Claim.Generation != r.Reply.Generation ||
-				t.Exec == nil || t.Exec.ID != r.Reply.ExecutionID || t.Exec.Ended || x.Now >= t.Exec.LeaseExpiresAt {
+				t.Exec == nil || t.Exec.ID != r.Reply.ExecutionID || t.Exec.Ended || x.Now >= t.Exec.Lease() {
 				return ErrClaimReplayExpired
 			}
 		}
@@ -124,20 +125,20 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 		return nil, ErrClaimGenerationMismatch
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
-	stream := projections.TaskStream(t.ID)
+	stream := events.TaskStream(t.ID)
 	draft := func(typ string, body any) *Decision {
 		return &Decision{Events: []Draft{{Stream: stream, Type: typ, Actor: actor, Idem: id, Body: body}},
 			Answer: recorded(scope, c.Key)}
 	}
 	leaseEnd := t.Claim.LeaseExpiresAt
 	if t.Started() {
-		leaseEnd = t.Exec.LeaseExpiresAt
+		leaseEnd = t.Exec.Lease() // the lease in force, quiet heartbeats included
 	}
 	if x.Now >= leaseEnd {
 		if (c.Op == OpComplete || c.Op == OpFail) && t.Started() && t.Exec.ID == c.ExecutionID {
-			return draft(projections.EvTaskLateReport, &projections.TaskLateReport{TaskID: t.ID, DeviceID: d.ID,
+			return draft(events.EvTaskLateReport, &events.TaskLateReport{TaskID: t.ID, DeviceID: d.ID,
 				Generation: t.Claim.Generation, ExecutionID: c.ExecutionID, Outcome: c.Op, Result: c.Result,
-				ReasonCode: c.ReasonCode, Detail: c.Detail}), nil
+				ReasonCode: c.ReasonCode, Detail: c.Detail, LeaseExpiresAt: leaseEnd}), nil
 		}
 		return nil, ErrLeaseExpired
 	}
@@ -167,44 +168,88 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	g, ex, v := t.Claim.Generation, c.ExecutionID, t.Version+1
 	switch c.Op {
 	case OpRenew:
-		return draft(projections.EvTaskClaimRenewed, &projections.TaskClaimRenewed{TaskID: t.ID, DeviceID: d.ID,
+		return draft(events.EvTaskClaimRenewed, &events.TaskClaimRenewed{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, PreviousExpiresAt: t.Claim.LeaseExpiresAt,
 			LeaseExpiresAt: min(x.Now+x.Cfg.ClaimLease.Milliseconds(), t.Claim.AuthorizationExpiresAt)}), nil
 	case OpRelease:
-		return draft(projections.EvTaskReleased, &projections.TaskReleased{TaskID: t.ID, DeviceID: d.ID, Generation: g, Version: v}), nil
+		return draft(events.EvTaskReleased, &events.TaskReleased{TaskID: t.ID, DeviceID: d.ID, Generation: g, Version: v}), nil
 	case OpStart:
 		if t.Auth == nil || t.Auth.ID != t.Claim.AuthorizationID || t.Auth.Status != projections.AuthActive || !t.Eligible(x.Now) {
 			// The authorization the claim relied on was consumed, revoked or
 			// outlived: the claim cannot start (one authorization, one execution).
 			return nil, ErrInvalidState
 		}
-		return draft(projections.EvTaskStarted, &projections.TaskStarted{TaskID: t.ID, DeviceID: d.ID, Generation: g,
+		return draft(events.EvTaskStarted, &events.TaskStarted{TaskID: t.ID, DeviceID: d.ID, Generation: g,
 			ExecutionID: NewID(), AuthorizationID: t.Auth.ID,
 			LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(), Version: v}), nil
 	case OpHeartbeat:
-		return draft(projections.EvTaskHeartbeat, &projections.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID, Generation: g,
-			ExecutionID: ex, PreviousExpiresAt: t.Exec.LeaseExpiresAt, LeaseExpiresAt: x.Now + x.Cfg.RunningLease.Milliseconds(),
-			Step: c.Step, ClientTime: c.ClientTime}), nil
+		lease := x.Now + x.Cfg.RunningLease.Milliseconds()
+		if c.Step == t.Exec.Step {
+			return c.quietHeartbeat(x, t, scope, lease)
+		}
+		return dropSoftLease(draft(events.EvTaskHeartbeat, &events.TaskHeartbeat{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, PreviousExpiresAt: leaseEnd, LeaseExpiresAt: lease,
+			Step: c.Step, ClientTime: c.ClientTime}), ex), nil
 	case OpAwaitConfirmation:
-		return draft(projections.EvTaskAwaitingConfirmation, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason}), nil
+		return draft(events.EvTaskAwaitingConfirmation, &events.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, Reason: c.Reason, LeaseExpiresAt: leaseEnd}), nil
 	case OpResume:
-		return draft(projections.EvTaskResumed, &projections.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v}), nil
+		return draft(events.EvTaskResumed, &events.TaskExecStep{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, LeaseExpiresAt: leaseEnd}), nil
 	case OpComplete:
-		return draft(projections.EvTaskCompleted, &projections.TaskCompleted{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, Result: c.Result}), nil
+		return dropSoftLease(draft(events.EvTaskCompleted, &events.TaskCompleted{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, Result: c.Result, LeaseExpiresAt: leaseEnd}), ex), nil
 	case OpFail:
-		return draft(projections.EvTaskFailed, &projections.TaskFailed{TaskID: t.ID, DeviceID: d.ID,
-			Generation: g, ExecutionID: ex, Version: v, ReasonCode: c.ReasonCode, Detail: c.Detail}), nil
+		return dropSoftLease(draft(events.EvTaskFailed, &events.TaskFailed{TaskID: t.ID, DeviceID: d.ID,
+			Generation: g, ExecutionID: ex, Version: v, ReasonCode: c.ReasonCode, Detail: c.Detail,
+			LeaseExpiresAt: leaseEnd}), ex), nil
 	case OpCancelAck:
-		return draft(projections.EvTaskCanceled, &projections.TaskCanceled{TaskID: t.ID, By: projections.ActorDeviceCancel,
-			Reason: t.CancelReason, DeviceID: d.ID, Generation: g, ExecutionID: ex, Version: v}), nil
+		return dropSoftLease(draft(events.EvTaskCanceled, &events.TaskCanceled{TaskID: t.ID,
+			By: projections.ActorDeviceCancel, Reason: t.CancelReason, DeviceID: d.ID, Generation: g, ExecutionID: ex,
+			Version: v, LeaseExpiresAt: leaseEnd}), ex), nil
 	case OpEvidence:
 		ev := c.Evidence
-		return draft(projections.EvTaskEvidenceAttached, &projections.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,
+		return draft(events.EvTaskEvidenceAttached, &events.TaskEvidenceAttached{TaskID: t.ID, DeviceID: d.ID,
 			Generation: g, ExecutionID: ex, EvidenceID: NewID(), SHA256: ev.SHA256, Size: ev.Size, Kind: ev.Kind,
-			CapturedAt: ev.CapturedAt}), nil
+			CapturedAt: ev.CapturedAt, LeaseExpiresAt: leaseEnd}), nil
 	}
 	return nil, ErrInternal
+}
+
+// quietHeartbeat extends the running lease of a heartbeat that leaves the
+// step unchanged without appending an event: the lease and the answer are
+// soft records written in the batch's transaction (so fsynced before the
+// answer, like every event), one lease record per execution, overwritten.
+func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lease int64) (*Decision, error) {
+	soft := &projections.SoftLease{TaskID: t.ID, ExecutionID: t.Exec.ID, Generation: t.Claim.Generation,
+		LeaseExpiresAt: lease, SeenAt: x.Now}
+	rec := &projections.IdemRecord{Scope: scope, Key: c.Key, Fingerprint: c.Fingerprint, At: x.Now,
+		Outcome: projections.OutcomeAccepted, TaskID: t.ID, DeviceID: c.Device.DeviceID,
+		Reply: &projections.Reply{TaskID: t.ID, State: t.State, Version: t.Version, Generation: t.Generation,
+			ExecutionID: t.Exec.ID, ServerTime: x.Now, LeaseExpiresAt: lease, CancelRequested: t.CancelRequested,
+			Step: c.Step}}
+	rawLease, err := ledger.Marshal(soft)
+	if err != nil {
+		return nil, err
+	}
+	rawRec, err := ledger.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &Decision{
+		Soft: []ledger.SoftRecord{{Key: projections.SoftLeaseKey(t.Exec.ID), Value: rawLease},
+			{Key: SoftIdemKey(scope, c.Key), Value: rawRec}},
+		Effect: func(s *projections.State) {
+			s.ApplySoftLease(soft)
+			s.Idem.PutSoft(rec)
+		},
+		Answer: func(*projections.State) Result { return Result{Record: rec} },
+	}, nil
+}
+
+// dropSoftLease deletes an execution's soft lease record with a decision
+// whose event records the lease (compaction: the chain now holds it).
+func dropSoftLease(d *Decision, executionID string) *Decision {
+	d.Soft = append(d.Soft, ledger.SoftRecord{Key: projections.SoftLeaseKey(executionID)})
+	return d
 }

@@ -43,6 +43,9 @@ func (b *Blobs) Put(data []byte) (string, error) {
 		}
 		return name, nil
 	}
+	if err := faultOfBlobs(); err != nil {
+		return "", fmt.Errorf("ledger: blob write: %w", err)
+	}
 	f, err := os.CreateTemp(b.dir, name+".*.tmp")
 	if err != nil {
 		return "", fmt.Errorf("ledger: blob: %w", err)
@@ -78,7 +81,14 @@ func (b *Blobs) Get(sha string) ([]byte, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNotFound
 	}
-	return data, err
+	if err != nil {
+		return nil, err
+	}
+	// Served content is re-checked: a damaged blob is never served.
+	if err := checkBlob(sha, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // SyncDir fsyncs a directory so a rename in it is durable.

@@ -89,6 +89,9 @@ func Open(dir string, opt Options) (*Store, error) {
 			return nil, fmt.Errorf("ledger: no ledger in %s: %w", dir, ErrNotFound)
 		}
 	}
+	if err := CheckFile(path); err != nil {
+		return nil, err
+	}
 	timeout := opt.LockTimeout
 	if timeout == 0 {
 		timeout = 100 * time.Millisecond

@@ -3,8 +3,8 @@ package projections
 import (
 	"bytes"
 	"fmt"
-	"net/http"
 
+	"taskledger/events"
 	"taskledger/ledger"
 )
 
@@ -17,7 +17,7 @@ func (s *State) Apply(e *ledger.Event) error {
 	if err := s.follows(e); err != nil {
 		return err
 	}
-	body, err := DecodeBody(e.Type, e.Schema, e.Body)
+	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
 	}
@@ -41,8 +41,22 @@ func (s *State) follows(e *ledger.Event) error {
 
 // applyDecoded folds e, whose body is already decoded, and moves the head.
 func (s *State) applyDecoded(e *ledger.Event, body any) error {
+	var t *Task
+	before := ""
+	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
+	if isTask {
+		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
+			before = t.State
+		}
+	}
 	if err := s.apply(e, body); err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
+	}
+	if isTask && t == nil { // task.created
+		t = s.Tasks[e.Stream[len(taskPrefix):]]
+	}
+	if t != nil && t.State != before {
+		s.counts.move(before, t.State)
 	}
 	s.Head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
 	if s.cfg.IdempotencyRetentionMs > 0 {
@@ -101,7 +115,7 @@ func holder(t *Task, device string, g uint64, exec string, states ...string) err
 
 // amendment applies an operator's change of the task's content (payload or
 // reference image): revision +1, a stale claim closed, then change.
-func (s *State) amendment(e *ledger.Event, id string, revision uint64, closed *ClosedClaim, version uint64, change func(*Task)) error {
+func (s *State) amendment(e *ledger.Event, id string, revision uint64, closed *events.ClosedClaim, version uint64, change func(*Task)) error {
 	t, err := s.task(e, id)
 	if err != nil {
 		return err
@@ -115,13 +129,13 @@ func (s *State) amendment(e *ledger.Event, id string, revision uint64, closed *C
 	t.Revision = revision
 	change(t)
 	s.touch(t, e)
-	s.record(e, t, nil, http.StatusOK)
+	s.record(e, t, nil, OutcomeAccepted)
 	return nil
 }
 
 // closeStaleClaim handles an operator command on a CLAIMED task whose claim
 // lease expired: the claim closes and the task is PENDING again.
-func (s *State) closeStaleClaim(t *Task, c *ClosedClaim, version uint64, at int64) error {
+func (s *State) closeStaleClaim(t *Task, c *events.ClosedClaim, version uint64, at int64) error {
 	if c == nil {
 		if t.State != StatePending {
 			return violation("task %s is %s", t.ID, t.State)
@@ -158,349 +172,16 @@ func (s *State) releaseDevice(t *Task) {
 }
 
 func (s *State) apply(e *ledger.Event, body any) error {
-	switch b := body.(type) {
-	case *TaskCreated:
-		if _, dup := s.Tasks[b.TaskID]; dup {
-			return violation("task %s exists", b.TaskID)
-		}
-		if e.Stream != TaskStream(b.TaskID) || e.StreamVersion != 1 {
-			return violation("task.created on stream %s/%d", e.Stream, e.StreamVersion)
-		}
-		t := &Task{ID: b.TaskID, CreateSeq: e.Seq, CreatedAt: e.At, State: StatePending,
-			Version: 1, Revision: 1, Payload: b.Payload, PayloadSHA256: b.PayloadSHA256}
-		if b.Authorization != nil {
-			t.Auth = &Authorization{AuthBody: *b.Authorization, Status: AuthActive, CreatedAt: e.At}
-		}
-		s.Tasks[t.ID] = t
-		s.taskOrder = append(s.taskOrder, t)
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusCreated)
-		return nil
-
-	case *TaskAmended:
-		return s.amendment(e, b.TaskID, b.Revision, b.Closed, b.Version, func(t *Task) {
-			t.Payload, t.PayloadSHA256 = b.Payload, b.PayloadSHA256
-		})
-
-	case *TaskReferenceImageSet:
-		return s.amendment(e, b.TaskID, b.Revision, b.Closed, b.Version, func(t *Task) {
-			t.Image = &Blob{SHA256: b.SHA256, Size: b.Size}
-		})
-
-	case *TaskAuthorized:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
-			return err
-		}
-		t.Auth = &Authorization{AuthBody: b.Authorization, Status: AuthActive, CreatedAt: e.At}
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusOK)
-		return nil
-
-	case *TaskAuthorizationRevoked:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if t.Auth == nil || t.Auth.ID != b.AuthorizationID || t.Auth.Status != AuthActive {
-			return violation("task %s has no active authorization %s", t.ID, b.AuthorizationID)
-		}
-		if err := s.closeStaleClaim(t, b.Closed, b.Version, e.At); err != nil {
-			return err
-		}
-		t.Auth.Status = AuthRevoked
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusOK)
-		return nil
-
-	case *TaskClaimed:
-		return s.applyClaimed(e, b)
-
-	case *TaskClaimResumed:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
-			return err
-		}
-		if e.At >= t.Claim.LeaseExpiresAt || t.Claim.SessionID != b.SessionID || t.Claim.LeaseExpiresAt != b.LeaseExpiresAt {
-			return violation("task %s claim cannot be resumed", t.ID)
-		}
-		s.touchStream(t, e)
-		s.record(e, t, claimReply(t, e.At), http.StatusOK)
-		return nil
-
-	case *TaskClaimRenewed:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
-			return err
-		}
-		if e.At >= t.Claim.LeaseExpiresAt || t.Claim.LeaseExpiresAt != b.PreviousExpiresAt {
-			return violation("task %s claim lease expired or moved before renew", t.ID)
-		}
-		if b.LeaseExpiresAt > t.Claim.AuthorizationExpiresAt {
-			return violation("task %s claim lease outlives its authorization", t.ID)
-		}
-		t.Claim.LeaseExpiresAt = b.LeaseExpiresAt
-		s.reindex(t)
-		s.touchStream(t, e)
-		s.record(e, t, taskReply(t, e.At), http.StatusOK)
-		return nil
-
-	case *TaskReleased:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
-			return err
-		}
-		if err := checkVersion(t, b.Version); err != nil {
-			return err
-		}
-		s.releaseDevice(t)
-		t.State, t.Version, t.Claim = StatePending, b.Version, nil
-		s.touch(t, e)
-		s.record(e, t, taskReply(t, e.At), http.StatusOK)
-		return nil
-
-	case *TaskStarted:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, "", StateClaimed); err != nil {
-			return err
-		}
-		if e.At >= t.Claim.LeaseExpiresAt {
-			return violation("task %s started after its claim lease expired", t.ID)
-		}
-		if t.Auth == nil || t.Auth.ID != b.AuthorizationID || t.Auth.Status != AuthActive || !t.authMatches() {
-			return violation("task %s started without its active authorization (one execution per authorization)", t.ID)
-		}
-		if err := checkVersion(t, b.Version); err != nil {
-			return err
-		}
-		t.Auth.Status = AuthConsumed
-		t.State, t.Version = StateRunning, b.Version
-		t.Exec = &Execution{ID: b.ExecutionID, StartedAt: e.At, LeaseExpiresAt: b.LeaseExpiresAt, LastSeenAt: e.At}
-		t.Executions++
-		t.CancelRequested, t.CancelReason = false, ""
-		s.touch(t, e)
-		s.record(e, t, taskReply(t, e.At), http.StatusOK)
-		return nil
-
-	case *TaskHeartbeat:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
-			return err
-		}
-		if e.At >= t.Exec.LeaseExpiresAt {
-			return violation("task %s heartbeat after its running lease expired", t.ID)
-		}
-		if b.PreviousExpiresAt != 0 && b.PreviousExpiresAt != t.Exec.LeaseExpiresAt { // 0: schema 1, unknown
-			return violation("task %s heartbeat extends lease %d, the running lease is %d", t.ID, b.PreviousExpiresAt, t.Exec.LeaseExpiresAt)
-		}
-		t.Exec.LeaseExpiresAt, t.Exec.Step, t.Exec.LastSeenAt = b.LeaseExpiresAt, b.Step, e.At
-		s.touchStream(t, e)
-		r := taskReply(t, e.At)
-		r.Step = b.Step
-		s.record(e, t, r, http.StatusOK)
-		return nil
-
-	case *TaskExecStep:
-		return s.applyExecStep(e, b)
-
-	case *TaskCompleted:
-		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
-		if err != nil {
-			return err
-		}
-		res := b.Result
-		t.Result, t.State = &res, StateSucceeded
-		s.finish(t, e)
-		return nil
-
-	case *TaskFailed:
-		t, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version)
-		if err != nil {
-			return err
-		}
-		t.Failure, t.State = &Failure{ReasonCode: b.ReasonCode, Detail: b.Detail}, StateFailed
-		s.finish(t, e)
-		return nil
-
-	case *TaskLateReport:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
-			return err
-		}
-		if e.At < t.Exec.LeaseExpiresAt {
-			return violation("task %s late report while its running lease is valid", t.ID)
-		}
-		t.LateReports = append(t.LateReports, LateReport{At: e.At, DeviceID: b.DeviceID, Generation: b.Generation,
-			ExecutionID: b.ExecutionID, Outcome: b.Outcome, Result: b.Result, ReasonCode: b.ReasonCode, Detail: b.Detail})
-		s.touchStream(t, e)
-		r := taskReply(t, e.At)
-		s.recordCode(e, t, r, http.StatusConflict, "lease_expired")
-		return nil
-
-	case *TaskCancelRequested:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if !t.Started() {
-			return violation("task %s cannot take a cancel request in %s", t.ID, t.State)
-		}
-		t.CancelRequested, t.CancelReason = true, b.Reason
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusOK)
-		return nil
-
-	case *TaskCanceled:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if b.By == ActorDeviceCancel {
-			if !t.CancelRequested {
-				return violation("task %s cancel-ack without a cancel request", t.ID)
-			}
-			if _, err := s.endExecution(e, b.TaskID, b.DeviceID, b.Generation, b.ExecutionID, b.Version); err != nil {
-				return err
-			}
-		} else {
-			if t.State != StatePending && t.State != StateClaimed {
-				return violation("task %s cannot be canceled at once in %s", t.ID, t.State)
-			}
-			if err := checkVersion(t, b.Version); err != nil {
-				return err
-			}
-			s.releaseDevice(t)
-			t.Version, t.Claim = b.Version, nil
-			t.CancelReason = b.Reason
-		}
-		t.State = StateCanceled
-		s.finish(t, e)
-		return nil
-
-	case *TaskRecovered:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if !t.Open() || t.Claim == nil || t.Claim.DeviceID != b.DeviceID || t.Claim.Generation != b.Generation {
-			return violation("task %s cannot be recovered in %s", t.ID, t.State)
-		}
-		d := s.Devices[b.DeviceID]
-		revoked := d != nil && d.Status == DeviceStatusRevoked
-		switch {
-		case t.Started():
-			if t.Exec == nil || t.Exec.ID != b.ExecutionID || (e.At < t.Exec.LeaseExpiresAt && !revoked) {
-				return violation("task %s recovered while its execution is live", t.ID)
-			}
-		case !revoked:
-			return violation("task %s recovered while CLAIMED by an active device", t.ID)
-		}
-		if err := checkVersion(t, b.Version); err != nil {
-			return err
-		}
-		s.releaseDevice(t)
-		if t.Exec != nil && t.Started() {
-			t.Exec.Ended = true
-		}
-		t.Version, t.Claim = b.Version, nil
-		t.Recovery = &Recovery{Decision: b.Decision, Reason: b.Reason, At: e.At}
-		if b.Decision == RecoverFail {
-			t.State = StateFailed
-			t.Failure = &Failure{ReasonCode: "recovered", Detail: b.Reason}
-		} else {
-			t.State = StatePending
-			if t.Auth != nil && t.Auth.Status == AuthActive {
-				t.Auth.Status = AuthRevoked // a requeued task needs a new authorization
-			}
-		}
-		s.touch(t, e)
-		s.record(e, t, nil, http.StatusOK)
-		return nil
-
-	case *TaskEvidenceAttached:
-		t, err := s.task(e, b.TaskID)
-		if err != nil {
-			return err
-		}
-		if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, StateRunning, StateWaitingConfirmation); err != nil {
-			return err
-		}
-		ev := Evidence{ID: b.EvidenceID, ExecutionID: b.ExecutionID, SHA256: b.SHA256, Size: b.Size, Kind: b.Kind, CapturedAt: b.CapturedAt}
-		t.Evidence = append(t.Evidence, ev)
-		s.touchStream(t, e)
-		r := taskReply(t, e.At)
-		r.Evidence = &ev
-		s.record(e, t, r, http.StatusCreated)
-		return nil
-
-	case *DeviceRegistered:
-		if _, dup := s.Devices[b.DeviceID]; dup {
-			return violation("device %s exists", b.DeviceID)
-		}
-		if _, dup := s.byTokenHash[b.TokenHash]; dup {
-			return violation("device %s reuses a token", b.DeviceID)
-		}
-		if e.Stream != DeviceStream(b.DeviceID) || e.StreamVersion != 1 {
-			return violation("device.registered on stream %s/%d", e.Stream, e.StreamVersion)
-		}
-		d := &Device{ID: b.DeviceID, OwnerID: b.OwnerID, Name: b.Name, HasChecks: b.HasChecks,
-			RequiredChecks: b.RequiredChecks, TokenHash: b.TokenHash, Status: DeviceStatusActive, RegisteredAt: e.At, StreamVersion: 1}
-		s.Devices[d.ID] = d
-		s.byTokenHash[d.TokenHash] = d.ID
-		s.recordDevice(e, d.ID, http.StatusCreated)
-		return nil
-
-	case *DeviceRevoked:
-		d, err := s.device(e, b.DeviceID)
-		if err != nil {
-			return err
-		}
-		if d.Status != DeviceStatusActive {
-			return violation("device %s is already revoked", d.ID)
-		}
-		d.Status, d.RevokedAt, d.RevokeReason = DeviceStatusRevoked, e.At, b.Reason
-		d.StreamVersion = e.StreamVersion
-		s.recordDevice(e, d.ID, http.StatusOK)
-		return nil
-
-	case *DeviceClaimRequiresManual:
-		d, err := s.device(e, b.DeviceID)
-		if err != nil {
-			return err
-		}
-		d.StreamVersion = e.StreamVersion
-		r := &Reply{TaskID: b.TaskID, ServerTime: e.At, SessionID: b.SessionID}
-		s.put(e, &IdemRecord{Status: http.StatusConflict, Code: "claim_requires_manual", DeviceID: d.ID, TaskID: b.TaskID, Reply: r})
-		return nil
+	if f, ok := appliers()[e.Type]; ok {
+		return f(s, e, body)
 	}
-	return fmt.Errorf("%w: %s", ErrUnknownEvent, e.Type)
+	return fmt.Errorf("%w: %s", events.ErrUnknownEvent, e.Type)
 }
 
 // ActorDeviceCancel marks a task.canceled caused by a device's cancel-ack.
 const ActorDeviceCancel = "device"
 
-func (s *State) applyClaimed(e *ledger.Event, b *TaskClaimed) error {
+func (s *State) applyClaimed(e *ledger.Event, b *events.TaskClaimed) error {
 	t, err := s.task(e, b.TaskID)
 	if err != nil {
 		return err
@@ -514,6 +195,9 @@ func (s *State) applyClaimed(e *ledger.Event, b *TaskClaimed) error {
 	case StateClaimed:
 		if e.At < t.Claim.LeaseExpiresAt {
 			return violation("task %s claimed by %s while %s holds an unexpired claim", t.ID, b.DeviceID, t.Claim.DeviceID)
+		}
+		if err := takeoverRefused(t, e); err != nil {
+			return err
 		}
 	default:
 		return violation("task %s claimed in %s", t.ID, t.State)
@@ -542,41 +226,46 @@ func (s *State) applyClaimed(e *ledger.Event, b *TaskClaimed) error {
 		LeaseExpiresAt: b.LeaseExpiresAt, TokenOrigin: b.TokenOrigin, TokenHash: b.TokenHash, Nonce: b.Nonce,
 		AuthorizationID: b.AuthorizationID, AuthorizationExpiresAt: b.AuthorizationExpiresAt, ClaimedAt: e.At}
 	d.OpenTask = t.ID
-	if b.TokenOrigin == TokenServer {
+	if b.TokenOrigin == events.TokenServer {
 		s.ServerClaims++
 	}
 	s.touch(t, e)
-	s.record(e, t, claimReply(t, e.At), http.StatusOK)
+	s.record(e, t, claimReply(t, e.At), OutcomeAccepted)
 	return nil
 }
 
-func (s *State) applyExecStep(e *ledger.Event, b *TaskExecStep) error {
+func (s *State) applyExecStep(e *ledger.Event, b *events.TaskExecStep) error {
 	t, err := s.task(e, b.TaskID)
 	if err != nil {
 		return err
 	}
 	from, to := StateRunning, StateWaitingConfirmation
-	if e.Type == EvTaskResumed {
+	if e.Type == events.EvTaskResumed {
 		from, to = StateWaitingConfirmation, StateRunning
 	}
 	if err := holder(t, b.DeviceID, b.Generation, b.ExecutionID, from); err != nil {
 		return err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, b.LeaseExpiresAt)
+	if err != nil {
+		return err
+	}
+	if e.At >= lease {
 		return violation("task %s acted on after its running lease expired", t.ID)
 	}
+	foldLease(t, lease, e.At)
 	if err := checkVersion(t, b.Version); err != nil {
 		return err
 	}
 	t.State, t.Version = to, b.Version
 	s.touch(t, e)
-	s.record(e, t, taskReply(t, e.At), http.StatusOK)
+	s.record(e, t, taskReply(t, e.At), OutcomeAccepted)
 	return nil
 }
 
 // endExecution checks and applies the common part of complete, fail and
 // cancel-ack: the device ends its own live execution.
-func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64) (*Task, error) {
+func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, exec string, version uint64, judged int64) (*Task, error) {
 	t, err := s.task(e, taskID)
 	if err != nil {
 		return nil, err
@@ -584,9 +273,14 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	if err := holder(t, device, g, exec, StateRunning, StateWaitingConfirmation); err != nil {
 		return nil, err
 	}
-	if e.At >= t.Exec.LeaseExpiresAt {
+	lease, err := judgedLease(t, judged)
+	if err != nil {
+		return nil, err
+	}
+	if e.At >= lease {
 		return nil, violation("task %s ended after its running lease expired", t.ID)
 	}
+	foldLease(t, lease, e.At)
 	if err := checkVersion(t, version); err != nil {
 		return nil, err
 	}
@@ -594,6 +288,31 @@ func (s *State) endExecution(e *ledger.Event, taskID, device string, g uint64, e
 	t.Exec.Ended = true
 	s.releaseDevice(t)
 	return t, nil
+}
+
+// judgedLease is the running lease a decision says it was judged against,
+// checked against the chain: never shorter than the lease the events set
+// (heartbeats that append no event only extend it). 0, in logs written
+// before quiet heartbeats, is the lease the events set.
+func judgedLease(t *Task, recorded int64) (int64, error) {
+	if recorded == 0 {
+		return t.Exec.LeaseExpiresAt, nil
+	}
+	if recorded < t.Exec.LeaseExpiresAt {
+		return 0, violation("task %s decision judged against lease %d, shorter than the running lease %d",
+			t.ID, recorded, t.Exec.LeaseExpiresAt)
+	}
+	return recorded, nil
+}
+
+// foldLease makes a lease-judged event's lease the one the events set, and
+// drops the soft extension it covers, so the live state and a replay (whose
+// soft records are loaded after the fold) agree.
+func foldLease(t *Task, lease, seenAt int64) {
+	t.Exec.LeaseExpiresAt, t.Exec.LastSeenAt = lease, seenAt
+	if t.Exec.SoftLeaseExpiresAt <= lease {
+		t.Exec.SoftLeaseExpiresAt, t.Exec.SoftSeenAt = 0, 0
+	}
 }
 
 // finish ends an applied terminal transition.
@@ -607,7 +326,7 @@ func (s *State) finish(t *Task, e *ledger.Event) {
 			r.ExecutionID = t.Exec.ID
 		}
 	}
-	s.record(e, t, r, http.StatusOK)
+	s.record(e, t, r, OutcomeAccepted)
 }
 
 func (s *State) touch(t *Task, e *ledger.Event) {
@@ -642,25 +361,25 @@ func claimReply(t *Task, at int64) *Reply {
 	return r
 }
 
-func (s *State) record(e *ledger.Event, t *Task, r *Reply, status int) {
+func (s *State) record(e *ledger.Event, t *Task, r *Reply, o Outcome) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Status: status, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+	s.put(e, &IdemRecord{Outcome: o, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
 }
 
-func (s *State) recordCode(e *ledger.Event, t *Task, r *Reply, status int, code string) {
+func (s *State) recordCode(e *ledger.Event, t *Task, r *Reply, o Outcome, code string) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Status: status, Code: code, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+	s.put(e, &IdemRecord{Outcome: o, Code: code, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
 }
 
-func (s *State) recordDevice(e *ledger.Event, id string, status int) {
+func (s *State) recordDevice(e *ledger.Event, id string, o Outcome) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Status: status, DeviceID: id})
+	s.put(e, &IdemRecord{Outcome: o, DeviceID: id})
 }
 
 func (s *State) put(e *ledger.Event, r *IdemRecord) {

@@ -3,8 +3,8 @@ package projections
 import (
 	"fmt"
 	"reflect"
-	"sync"
 
+	"taskledger/events"
 	"taskledger/ledger"
 )
 
@@ -20,21 +20,11 @@ func (s *State) ApplyDecoded(e *ledger.Event, body any) error {
 	if err := s.follows(e); err != nil {
 		return err
 	}
-	if t, ok := bodyTypes()[e.Type]; !ok || reflect.TypeOf(body) != t || e.Schema != CurrentSchema(e.Type) {
-		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: fmt.Errorf("%w: %T as %s schema %d", ErrUnknownEvent, body, e.Type, e.Schema)}
+	if t, ok := events.BodyType(e.Type); !ok || reflect.TypeOf(body) != t || e.Schema != events.CurrentSchema(e.Type) {
+		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: fmt.Errorf("%w: %T as %s schema %d", events.ErrUnknownEvent, body, e.Type, e.Schema)}
 	}
 	return s.applyDecoded(e, body)
 }
-
-// bodyTypes maps every event type to the Go type DecodeBody returns for
-// its current schema.
-var bodyTypes = sync.OnceValue(func() map[string]reflect.Type {
-	m := make(map[string]reflect.Type, len(codecs))
-	for typ, c := range codecs {
-		m[typ] = reflect.TypeOf(c.new())
-	}
-	return m
-})
 
 // isStream reports whether stream is prefix+id (TaskStream, DeviceStream)
 // without building that string.

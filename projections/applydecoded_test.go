@@ -5,17 +5,18 @@ import (
 	"errors"
 	"testing"
 
+	"taskledger/events"
 	"taskledger/ledger"
 )
 
 // sealed returns e sealed onto s's head with body encoded into it.
 func sealed(t *testing.T, s *State, e *ledger.Event, body any) *ledger.Event {
 	t.Helper()
-	raw, err := EncodeBody(body)
+	raw, err := events.EncodeBody(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Body, e.Schema = raw, CurrentSchema(e.Type)
+	e.Body, e.Schema = raw, events.CurrentSchema(e.Type)
 	if _, err := ledger.Seal(e, s.Head); err != nil {
 		t.Fatal(err)
 	}
@@ -32,14 +33,14 @@ func TestApplyDecodedEqualsApply(t *testing.T) {
 		e    ledger.Event
 		body any
 	}{
-		{ledger.Event{Stream: DeviceStream("d1"), StreamVersion: 1, Type: EvDeviceRegistered, At: 1000, Actor: op,
+		{ledger.Event{Stream: events.DeviceStream("d1"), StreamVersion: 1, Type: events.EvDeviceRegistered, At: 1000, Actor: op,
 			Idem: &ledger.Idem{Scope: "s", Key: "k1", Fingerprint: []byte{1}}},
-			&DeviceRegistered{DeviceID: "d1", OwnerID: "o", Name: "n", HasChecks: true, RequiredChecks: []string{}, TokenHash: "h1"}},
-		{ledger.Event{Stream: DeviceStream("d2"), StreamVersion: 1, Type: EvDeviceRegistered, At: 1000, Actor: op},
-			&DeviceRegistered{DeviceID: "d2", OwnerID: "o", Name: "n", TokenHash: "h2"}},
-		{ledger.Event{Stream: TaskStream("t1"), StreamVersion: 1, Type: EvTaskCreated, At: 2000, Actor: op,
+			&events.DeviceRegistered{DeviceID: "d1", OwnerID: "o", Name: "n", HasChecks: true, RequiredChecks: []string{}, TokenHash: "h1"}},
+		{ledger.Event{Stream: events.DeviceStream("d2"), StreamVersion: 1, Type: events.EvDeviceRegistered, At: 1000, Actor: op},
+			&events.DeviceRegistered{DeviceID: "d2", OwnerID: "o", Name: "n", TokenHash: "h2"}},
+		{ledger.Event{Stream: events.TaskStream("t1"), StreamVersion: 1, Type: events.EvTaskCreated, At: 2000, Actor: op,
 			Idem: &ledger.Idem{Scope: "s", Key: "k2", Fingerprint: []byte{2}}},
-			&TaskCreated{TaskID: "t1", Payload: `{}`, PayloadSHA256: "x", Authorization: &AuthBody{ID: "a1", Revision: 1, ExpiresAt: 1 << 40}}},
+			&events.TaskCreated{TaskID: "t1", Payload: `{}`, PayloadSHA256: "x", Authorization: &events.AuthBody{ID: "a1", Revision: 1, ExpiresAt: 1 << 40}}},
 	}
 	for _, st := range steps {
 		a, b := st.e, st.e
@@ -67,10 +68,10 @@ func TestApplyDecodedEqualsApply(t *testing.T) {
 // type's decoded body type is refused and changes nothing.
 func TestApplyDecodedRefusesAnotherBodyType(t *testing.T) {
 	s := New(Config{})
-	body := &DeviceRegistered{DeviceID: "d1", TokenHash: "h"}
-	e := sealed(t, s, &ledger.Event{Stream: DeviceStream("d1"), StreamVersion: 1, Type: EvTaskCreated, At: 1}, body)
+	body := &events.DeviceRegistered{DeviceID: "d1", TokenHash: "h"}
+	e := sealed(t, s, &ledger.Event{Stream: events.DeviceStream("d1"), StreamVersion: 1, Type: events.EvTaskCreated, At: 1}, body)
 	err := s.ApplyDecoded(e, body)
-	if !errors.Is(err, ErrUnknownEvent) {
+	if !errors.Is(err, events.ErrUnknownEvent) {
 		t.Fatalf("got %v, want ErrUnknownEvent", err)
 	}
 	if s.Head.Seq != 0 || len(s.Devices) != 0 || len(s.Tasks) != 0 {

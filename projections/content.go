@@ -46,7 +46,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ3\n"
+const contentMagic = "TLPROJ4\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it only copies (no encoding), so a running
@@ -196,6 +196,7 @@ const (
 	tfResult
 	tfFailure
 	tfRecovery
+	tfAuthTakeover // the authorization names its takeover policy
 )
 
 // taskChunks is how many independent chunks the task section is cut
@@ -259,6 +260,9 @@ func encodeTaskChunk(tasks []*Task) ([]byte, error) {
 			e.tm(base, a.ExpiresAt)
 			e.istr(a.Status)
 			e.tm(base, a.CreatedAt)
+			if a.Takeover != "" {
+				e.istr(a.Takeover)
+			}
 		}
 		if c := t.Claim; c != nil {
 			e.uv(c.Generation)
@@ -332,6 +336,7 @@ func taskFlags(t *Task) uint64 {
 	set(t.Result != nil, tfResult)
 	set(t.Failure != nil, tfFailure)
 	set(t.Recovery != nil, tfRecovery)
+	set(t.Auth != nil && t.Auth.Takeover != "", tfAuthTakeover)
 	return f
 }
 
@@ -465,6 +470,9 @@ func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *ta
 			a.ExpiresAt = d.tm(base)
 			a.Status = d.istr()
 			a.CreatedAt = d.tm(base)
+			if f&tfAuthTakeover != 0 {
+				a.Takeover = d.istr()
+			}
 			t.Auth = a
 		} else if f&tfAuthSamePayload != 0 {
 			d.fail("task flags")
@@ -511,7 +519,7 @@ func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *ta
 			r.At = d.tm(base)
 			t.Recovery = r
 		}
-		if f >= tfRecovery<<1 {
+		if f >= tfAuthTakeover<<1 || (f&tfAuthTakeover != 0 && f&tfAuth == 0) {
 			d.fail("task flags")
 		}
 		if k := d.count(); k >= 0 {

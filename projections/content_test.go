@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"taskledger/events"
 	"taskledger/ledger"
 )
 
@@ -23,7 +24,7 @@ func (f *filler) fill(v reflect.Value) {
 		f.fill(v.Elem())
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
+			if sf := v.Type().Field(i); sf.IsExported() && sf.Tag.Get("msgpack") != "-" { // soft state is not content
 				f.fill(v.Field(i))
 			}
 		}
@@ -251,7 +252,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 		k := fmt.Sprint("k", i)
 		keys = append(keys, k)
 		r := &IdemRecord{Scope: "device:d:op", Key: k, Fingerprint: []byte{byte(i)}, At: int64(10 * i), Seq: uint64(i + 1),
-			EventType: EvTaskStarted, Status: 200, TaskID: "t", DeviceID: "d",
+			EventType: events.EvTaskStarted, Outcome: OutcomeAccepted, TaskID: "t", DeviceID: "d",
 			Reply: &Reply{TaskID: "t", State: StateRunning, ServerTime: int64(10 * i), LeaseExpiresAt: int64(10*i + 50)}}
 		live.Idem.put(r)
 	}
@@ -267,7 +268,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 	if len(restored.Idem.Records) != 0 || restored.Idem.loaded == nil {
 		t.Fatal("a restore decoded the records instead of leaving them encoded")
 	}
-	again := &IdemRecord{Scope: "device:d:op", Key: "k25", Fingerprint: []byte{99}, At: 395, Seq: 99, EventType: EvTaskStarted, Status: 200}
+	again := &IdemRecord{Scope: "device:d:op", Key: "k25", Fingerprint: []byte{99}, At: 395, Seq: 99, EventType: events.EvTaskStarted, Outcome: OutcomeAccepted}
 	for _, s := range []*State{live, restored} {
 		c := *again
 		s.Idem.put(&c)
@@ -300,7 +301,7 @@ func TestContentRestoredClaimQueue(t *testing.T) {
 	live.Head = ledger.Head{Seq: 200, Hash: make([]byte, ledger.HashSize), At: 1000}
 	for i := range 60 {
 		task := &Task{ID: fmt.Sprintf("t%02d", i), CreateSeq: uint64(i + 1), CreatedAt: int64(10 * (i / 3)), State: StatePending,
-			Version: 1, Revision: 1, PayloadSHA256: "p", Auth: &Authorization{AuthBody: AuthBody{ID: "a", Revision: 1,
+			Version: 1, Revision: 1, PayloadSHA256: "p", Auth: &Authorization{AuthBody: events.AuthBody{ID: "a", Revision: 1,
 				PayloadSHA256: "p", ExpiresAt: 5000}, Status: AuthActive}}
 		switch i % 5 {
 		case 1: // claimed, lease expiring at different times

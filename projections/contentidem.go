@@ -151,7 +151,7 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 	e.uv(r.Seq)
 	e.bytes(r.Fingerprint)
 	e.t(r.EventType)
-	e.sv(int64(r.Status))
+	e.uv(uint64(r.Outcome))
 	e.t(r.Code)
 	e.str(r.TaskID)
 	e.t(r.DeviceID)
@@ -250,7 +250,7 @@ func (x *idemRecordDec) decode(d *decBuf) (id, fp string) {
 		r.Fingerprint = []byte{}
 	}
 	r.EventType = d.tabStr()
-	r.Status = int(d.sv())
+	r.Outcome = Outcome(d.uv())
 	r.Code = d.tabStr()
 	r.TaskID = d.str()
 	r.DeviceID = d.tabStr()

@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"taskledger/events"
 )
 
 var (
@@ -10,7 +11,7 @@ var (
 	// by the state machine or breaks an invariant of domain.md.
 	ErrInvariant = errors.New("projections: invariant violated")
 	// ErrUnknownEvent is returned for an event type or schema without decoder.
-	ErrUnknownEvent = errors.New("projections: unknown event type or schema")
+	ErrUnknownEvent = events.ErrUnknownEvent
 )
 
 // ApplyError names the seq of the event that could not be applied.

@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"taskledger/cmd/taskledger/app"
+	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
@@ -54,7 +55,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 	}
 	defer store.Close()
 	secret, _ := hex.DecodeString(fixtureSecret)
-	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, secret)
+	rep, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: 72 * 3600 * 1000}, secret)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -65,7 +66,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 	schema1 := 0
 	err = store.Range(0, func(e *ledger.Event) error {
 		types[e.Type] = true
-		if e.Type == projections.EvTaskHeartbeat && e.Schema == 1 {
+		if e.Type == events.EvTaskHeartbeat && e.Schema == 1 {
 			schema1++
 		}
 		return nil
@@ -73,7 +74,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range projections.AllEventTypes() {
+	for _, typ := range events.AllEventTypes() {
 		if !types[typ] {
 			t.Errorf("the fixture has no %s event", typ)
 		}
@@ -106,7 +107,7 @@ func TestGoldenHeartbeatEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Type != projections.EvTaskHeartbeat || e.Schema != 1 {
+	if e.Type != events.EvTaskHeartbeat || e.Schema != 1 {
 		t.Fatalf("golden is %s schema %d", e.Type, e.Schema)
 	}
 	if h, err := ledger.ComputeHash(&e); err != nil || !bytes.Equal(h, e.Hash) {
@@ -116,11 +117,11 @@ func TestGoldenHeartbeatEnvelope(t *testing.T) {
 	if err != nil || !bytes.Equal(re, golden) {
 		t.Fatalf("golden does not re-encode to the same bytes")
 	}
-	body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb := body.(*projections.TaskHeartbeat)
+	hb := body.(*events.TaskHeartbeat)
 	if hb.Step != "open-app" || hb.Generation != 1 || hb.ClientTime == nil || hb.LeaseExpiresAt != e.At+90_000 {
 		t.Fatalf("golden body decoded as %+v", hb)
 	}

@@ -29,17 +29,17 @@ type Reply struct {
 
 // IdemRecord is the recorded outcome of one idempotent request.
 type IdemRecord struct {
-	Scope       string `msgpack:"scope"`
-	Key         string `msgpack:"key"`
-	Fingerprint []byte `msgpack:"fingerprint"`
-	At          int64  `msgpack:"at"`
-	Seq         uint64 `msgpack:"seq"`
-	EventType   string `msgpack:"event_type"`
-	Status      int    `msgpack:"status"` // 200, 201, 204 or 409
-	Code        string `msgpack:"code"`   // the recorded error code of a 409
-	TaskID      string `msgpack:"task_id"`
-	DeviceID    string `msgpack:"device_id"`
-	Reply       *Reply `msgpack:"reply"`
+	Scope       string  `msgpack:"scope"`
+	Key         string  `msgpack:"key"`
+	Fingerprint []byte  `msgpack:"fingerprint"`
+	At          int64   `msgpack:"at"`
+	Seq         uint64  `msgpack:"seq"`
+	EventType   string  `msgpack:"event_type"`
+	Outcome     Outcome `msgpack:"outcome"` // accepted, created, no task or refused
+	Code        string  `msgpack:"code"`    // the refusal code of OutcomeRefused
+	TaskID      string  `msgpack:"task_id"`
+	DeviceID    string  `msgpack:"device_id"`
+	Reply       *Reply  `msgpack:"reply"`
 }
 
 // IdemView holds the idempotency records still within retention and the

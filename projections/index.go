@@ -70,6 +70,7 @@ func (s *State) dequeue(t *Task) { t.queueEpoch = 0 }
 
 // reindex puts t into the index that matches its state after an event.
 func (s *State) reindex(t *Task) {
+	s.trackManual(t)
 	switch {
 	case t.queueable():
 		if t.queueEpoch == 0 {
@@ -111,7 +112,7 @@ func (t *Task) Claimable(now int64) bool {
 	switch t.State {
 	case StatePending:
 	case StateClaimed:
-		if t.Claim == nil || now < t.Claim.LeaseExpiresAt {
+		if t.Claim == nil || now < t.Claim.LeaseExpiresAt || t.ManualTakeover() {
 			return false
 		}
 	default:
@@ -131,7 +132,7 @@ func (s *State) NextClaimable(now int64) *Task {
 			t.Claim.Generation != e.generation || t.Claim.LeaseExpiresAt != e.expiresAt {
 			continue
 		}
-		if t.Eligible(now) {
+		if t.Eligible(now) && !t.ManualTakeover() {
 			s.enqueue(t)
 		}
 	}
@@ -154,6 +155,7 @@ func (s *State) NextClaimable(now int64) *Task {
 type taskIndexes struct {
 	queue  taskQueue
 	expiry expiryHeap
+	manual []*Task // CLAIMED tasks (kept when under the manual policy)
 }
 
 // index adds t (just restored) to the entries. A restored task's queue
@@ -166,6 +168,7 @@ func (x *taskIndexes) index(t *Task) {
 		t.queueEpoch = t.CreateSeq
 		x.queue = append(x.queue, queueEntry{createdAt: t.CreatedAt, createSeq: t.CreateSeq, taskID: t.ID, epoch: t.queueEpoch})
 	case t.State == StateClaimed && t.Claim != nil:
+		x.manual = append(x.manual, t)
 		x.expiry = append(x.expiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
 	}
 }
@@ -181,6 +184,13 @@ func (s *State) joinTaskIndexes(parts []taskIndexes) {
 	for _, p := range parts {
 		s.queue = append(s.queue, p.queue...)
 		s.claimExpiry = append(s.claimExpiry, p.expiry...)
+		for _, t := range p.manual {
+			s.trackManual(t)
+		}
+	}
+	s.counts = stateCounts{}
+	for _, t := range s.taskOrder {
+		s.counts.move("", t.State)
 	}
 	s.queueCounter = s.Head.Seq
 	if n := len(s.taskOrder); n > 0 {

@@ -56,6 +56,7 @@ const presizeRecords = 1 << 21
 const (
 	softPresence = "presence/"
 	softIdem     = "idem/"
+	softLease    = "lease/"
 )
 
 // LoadSoft loads device presence (marked Restored: a restarted server
@@ -73,11 +74,27 @@ func (s *State) LoadSoft(src Source) error {
 	if err != nil {
 		return err
 	}
+	err = src.SoftRecords(softLease, func(key string, v []byte) error {
+		var l SoftLease
+		if err := ledger.Unmarshal(v, &l); err != nil {
+			return fmt.Errorf("%w: running lease %s: %v", ledger.ErrCorrupt, key, err)
+		}
+		s.ApplySoftLease(&l)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	var recs []*IdemRecord
 	err = src.SoftRecords(softIdem, func(key string, v []byte) error {
 		var r IdemRecord
 		if err := ledger.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("%w: idempotency record: %v", ledger.ErrCorrupt, err)
+		}
+		if r.Outcome == OutcomeNone {
+			if err := legacyOutcome(v, &r); err != nil {
+				return err
+			}
 		}
 		recs = append(recs, &r)
 		return nil
@@ -99,3 +116,39 @@ func (s *State) LoadSoft(src Source) error {
 // equal projections. Soft state and indexes are not included. It is
 // Capture().Encode(), so a snapshot taken from a capture has these bytes.
 func (s *State) Canonical() ([]byte, error) { return s.Capture().Encode() }
+
+// CanonicalWithSoft is Canonical followed by the soft running leases: equal
+// bytes mean equal projections, quiet heartbeats included. A rebuild that
+// loaded the soft records (Rebuild, LoadSoft) equals the live state here.
+func (s *State) CanonicalWithSoft() ([]byte, error) {
+	b, err := s.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	soft, err := ledger.Marshal(s.SoftLeases())
+	if err != nil {
+		return nil, err
+	}
+	return append(b, soft...), nil
+}
+
+// legacyOutcome reads the outcome of a soft idempotency record written
+// before records held a domain Outcome: an HTTP status under "status"
+// (204 for "no task", 200 for a quiet heartbeat).
+func legacyOutcome(v []byte, r *IdemRecord) error {
+	var old struct {
+		Status int `msgpack:"status"`
+	}
+	if err := ledger.Unmarshal(v, &old); err != nil {
+		return fmt.Errorf("%w: idempotency record: %v", ledger.ErrCorrupt, err)
+	}
+	switch old.Status {
+	case 200:
+		r.Outcome = OutcomeAccepted
+	case 204:
+		r.Outcome = OutcomeNoTask
+	default:
+		return fmt.Errorf("%w: idempotency record %s/%s has no outcome (status %d)", ledger.ErrCorrupt, r.Scope, r.Key, old.Status)
+	}
+	return nil
+}

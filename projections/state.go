@@ -1,34 +1,36 @@
 package projections
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
+	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/wire"
 )
 
 // SchemaVersion changes whenever this package changes what it derives from
 // the log. A snapshot of another schema version is never loaded: start-up
 // rebuilds from the log instead. (2: claim records no longer copy the
-// claimed task's payload, revision, creation time and image.)
-const SchemaVersion = 2
+// claimed task's payload, revision, creation time and image. 3: quiet
+// heartbeats: lease-judged events fold their lease and device time in.
+// 4: idempotency records hold a domain Outcome instead of an HTTP status.)
+const SchemaVersion = 4
 
-// Task states.
+// Task states: the wire's (one set for server and client).
 const (
-	StatePending             = "PENDING"
-	StateClaimed             = "CLAIMED"
-	StateRunning             = "RUNNING"
-	StateWaitingConfirmation = "WAITING_CONFIRMATION"
-	StateSucceeded           = "SUCCEEDED"
-	StateFailed              = "FAILED"
-	StateCanceled            = "CANCELED"
+	StatePending             = wire.StatePending
+	StateClaimed             = wire.StateClaimed
+	StateRunning             = wire.StateRunning
+	StateWaitingConfirmation = wire.StateWaitingConfirmation
+	StateSucceeded           = wire.StateSucceeded
+	StateFailed              = wire.StateFailed
+	StateCanceled            = wire.StateCanceled
 )
 
 // AllStates lists every task state.
-func AllStates() []string {
-	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
-		StateSucceeded, StateFailed, StateCanceled}
-}
+func AllStates() []string { return wire.AllStates() }
 
 // Authorization statuses as stored (time-independent).
 const (
@@ -45,8 +47,11 @@ const (
 
 // Authorization is a task's current authorization snapshot.
 type Authorization struct {
-	AuthBody
-	Status    string `msgpack:"status"`
+	events.AuthBody
+	Status string `msgpack:"status"`
+	// Takeover is the authorization's takeover policy (TakeoverManual, or
+	// TakeoverReclaim / "" for reclaim).
+	Takeover  string `msgpack:"takeover"`
 	CreatedAt int64  `msgpack:"created_at"`
 }
 
@@ -72,6 +77,50 @@ type Execution struct {
 	Step           string `msgpack:"step"`
 	LastSeenAt     int64  `msgpack:"last_seen_at"`
 	Ended          bool   `msgpack:"ended"`
+
+	// SoftLeaseExpiresAt and SoftSeenAt come from heartbeats that left the
+	// step unchanged: they append no event, and extend the running lease
+	// through a soft record (lease/<execution id>) written in the batch's
+	// transaction. Soft state: never in snapshots or the canonical
+	// encoding, loaded by LoadSoft, and kept only while it extends the
+	// lease the events set (every lease-judged event folds it in).
+	SoftLeaseExpiresAt int64 `msgpack:"-"`
+	SoftSeenAt         int64 `msgpack:"-"`
+}
+
+// Lease is the running lease in force: the one the events set, or the
+// longer one a quiet heartbeat extended it to.
+func (x *Execution) Lease() int64 { return max(x.LeaseExpiresAt, x.SoftLeaseExpiresAt) }
+
+// Seen is when the device last acted on the execution (event or quiet
+// heartbeat).
+func (x *Execution) Seen() int64 { return max(x.LastSeenAt, x.SoftSeenAt) }
+
+// SoftLease is the soft record of a quiet heartbeat: the running lease of
+// one execution, overwritten by each heartbeat that changes no step.
+type SoftLease struct {
+	TaskID         string `msgpack:"task_id"`
+	ExecutionID    string `msgpack:"execution_id"`
+	Generation     uint64 `msgpack:"claim_generation"`
+	LeaseExpiresAt int64  `msgpack:"lease_expires_at"`
+	SeenAt         int64  `msgpack:"seen_at"`
+}
+
+// SoftLeaseKey is the soft-record key of an execution's running lease.
+func SoftLeaseKey(executionID string) string { return softLease + executionID }
+
+// ApplySoftLease extends a live execution's running lease from a quiet
+// heartbeat (live, or loaded from its soft record). A record that no longer
+// names the task's current, unended execution, or that does not extend the
+// lease the events set, changes nothing.
+func (s *State) ApplySoftLease(l *SoftLease) {
+	t := s.Tasks[l.TaskID]
+	if t == nil || !t.Started() || t.Exec == nil || t.Exec.Ended || t.Exec.ID != l.ExecutionID ||
+		t.Claim == nil || t.Claim.Generation != l.Generation || l.LeaseExpiresAt <= t.Exec.LeaseExpiresAt {
+		return
+	}
+	t.Exec.SoftLeaseExpiresAt = max(t.Exec.SoftLeaseExpiresAt, l.LeaseExpiresAt)
+	t.Exec.SoftSeenAt = max(t.Exec.SoftSeenAt, l.SeenAt)
 }
 
 // Blob is content stored beside the log.
@@ -214,6 +263,52 @@ type State struct {
 	queue        taskQueue
 	claimExpiry  expiryHeap
 	queueCounter uint64
+	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
+	counts       stateCounts
+}
+
+const taskPrefix = "task/"
+
+// stateCounts counts tasks per state (derived, kept at apply and rebuilt
+// on restore), so the console's counts read no task.
+type stateCounts [7]int
+
+func stateIndex(st string) int {
+	switch st {
+	case StatePending:
+		return 0
+	case StateClaimed:
+		return 1
+	case StateRunning:
+		return 2
+	case StateWaitingConfirmation:
+		return 3
+	case StateSucceeded:
+		return 4
+	case StateFailed:
+		return 5
+	case StateCanceled:
+		return 6
+	}
+	return -1
+}
+
+func (c *stateCounts) move(from, to string) {
+	if i := stateIndex(from); i >= 0 {
+		c[i]--
+	}
+	if i := stateIndex(to); i >= 0 {
+		c[i]++
+	}
+}
+
+// StateCounts returns how many tasks are in each state.
+func (s *State) StateCounts() map[string]int {
+	out := make(map[string]int, len(s.counts))
+	for _, st := range AllStates() {
+		out[st] = s.counts[stateIndex(st)]
+	}
+	return out
 }
 
 // New returns empty projections.
@@ -288,4 +383,32 @@ func (s *State) DevicesInOrder(fn func(d *Device)) {
 	for _, d := range list {
 		fn(d)
 	}
+}
+
+// SoftLeases lists the running leases that quiet heartbeats extended
+// beyond the events' lease, by task id: the soft state a replay must load
+// to equal the live projections (compared beside Canonical).
+func (s *State) SoftLeases() []SoftLease {
+	var out []SoftLease
+	for _, t := range s.Tasks {
+		if x := t.Exec; x != nil && x.SoftLeaseExpiresAt != 0 {
+			out = append(out, SoftLease{TaskID: t.ID, ExecutionID: x.ID, Generation: t.Claim.Generation,
+				LeaseExpiresAt: x.SoftLeaseExpiresAt, SeenAt: x.SoftSeenAt})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
+	return out
+}
+
+// CheckStateCounts reports whether the per-state counts equal a count of
+// the tasks (test nodes check it at cleanup, live and restored).
+func (s *State) CheckStateCounts() error {
+	var want stateCounts
+	for _, t := range s.Tasks {
+		want.move("", t.State)
+	}
+	if want != s.counts {
+		return fmt.Errorf("projections: state counts %v, the tasks give %v", s.counts, want)
+	}
+	return nil
 }

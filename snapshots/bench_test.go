@@ -35,9 +35,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
@@ -134,10 +135,10 @@ func reuseBenchLog(dir string) (*benchLog, error) {
 func loadable(path string, cfg projections.Config, store *ledger.Store) bool {
 	s, err := snapshots.Read(path)
 	if err == nil {
-		err = snapshots.Check(s, app.SnapshotWant(cfg), store)
+		err = snapshots.Check(s, node.SnapshotWant(cfg), store)
 	}
 	if err == nil {
-		_, err = app.RestoreSnapshot(s, cfg)
+		_, err = node.RestoreSnapshot(s, cfg)
 	}
 	s = nil
 	debug.FreeOSMemory() // the timed start faults its memory in, as a new process does
@@ -159,7 +160,7 @@ func resnapshot(store *ledger.Store, dir string, seq uint64, cfg projections.Con
 	if err != nil {
 		return err
 	}
-	s, err := app.NewSnapshot(st, nil)
+	s, err := node.NewSnapshot(st, nil)
 	if err != nil {
 		return err
 	}
@@ -187,12 +188,12 @@ func (b *builder) do(cmd commands.Command) (commands.Result, error) {
 		return commands.Result{}, err
 	}
 	for _, dr := range d.Events {
-		body, err := projections.EncodeBody(dr.Body)
+		body, err := events.EncodeBody(dr.Body)
 		if err != nil {
 			return commands.Result{}, err
 		}
 		ev := &ledger.Event{Stream: dr.Stream, StreamVersion: b.st.StreamVersion(dr.Stream) + 1, Type: dr.Type,
-			Schema: projections.CurrentSchema(dr.Type), At: b.now, Actor: dr.Actor, Idem: dr.Idem, Body: body}
+			Schema: events.CurrentSchema(dr.Type), At: b.now, Actor: dr.Actor, Idem: dr.Idem, Body: body}
 		if b.head, err = ledger.Seal(ev, b.head); err != nil {
 			return commands.Result{}, err
 		}
@@ -283,7 +284,7 @@ func buildBenchLog(dir string, events, tail uint64, mix string) (*benchLog, erro
 			if err := b.flush(); err != nil {
 				return nil, err
 			}
-			s, err := app.NewSnapshot(b.st, nil)
+			s, err := node.NewSnapshot(b.st, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -424,7 +425,7 @@ func rawScan(b *testing.B, decode func([]byte) error) {
 // read, checked (checksum, hash at its seq) and restored, the tail
 // replayed, the soft records loaded. Every load starts with the memory
 // of the previous one returned to the system, as a new process would.
-// The load keeps the garbage collector off (app.pauseGC); the CPU of the
+// The load keeps the garbage collector off (node.pauseGC); the CPU of the
 // first collection after it is reported apart (gc-after-cpu-ms/op).
 func BenchmarkStartFromSnapshotTail(b *testing.B) {
 	l, store := openBench(b)
@@ -434,7 +435,7 @@ func BenchmarkStartFromSnapshotTail(b *testing.B) {
 	var used, deferred time.Duration
 	for i := 0; i < b.N; i++ {
 		c0 := processCPU()
-		ld, err := app.LoadProjections(store, l.cfg, zerolog.Nop())
+		ld, err := node.LoadProjections(store, l.cfg, zerolog.Nop())
 		used += processCPU() - c0
 		if err != nil || ld.Snapshot == nil || ld.Snapshot.Seq != l.snapSeq || ld.State.Head.Seq != l.events {
 			b.Fatalf("load: %v %+v", err, ld)
@@ -491,7 +492,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := app.NewSnapshot(st, nil)
+	s, err := node.NewSnapshot(st, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -521,7 +522,7 @@ func startChild(dir string) int {
 	defer store.Close()
 	cfg := projections.Config{IdempotencyRetentionMs: commands.DefaultConfig().IdempotencyRetention.Milliseconds()}
 	c0, t0 := processCPU(), time.Now() //tl:wallclock benchmark timing
-	ld, err := app.LoadProjections(store, cfg, zerolog.Nop())
+	ld, err := node.LoadProjections(store, cfg, zerolog.Nop())
 	wall, used := time.Since(t0), processCPU()-c0 //tl:wallclock benchmark timing
 	if err != nil || ld.Snapshot == nil {
 		fmt.Fprintln(os.Stderr, "load:", err)

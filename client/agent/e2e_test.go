@@ -4,6 +4,7 @@ package agent
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,9 +31,15 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldPlan(t, nil)
+}
+
+// newWorldPlan is newWorld with a fault plan on the proxy.
+func newWorldPlan(t *testing.T, plan func(int, *http.Request) faultproxy.Action) *world {
+	t.Helper()
 	srv := e2e.StartServer(t, bins.Server)
 	id, tok := srv.NewDevice(t)
-	proxy := faultproxy.New(srv.URL, nil)
+	proxy := faultproxy.New(srv.URL, plan)
 	t.Cleanup(proxy.Close)
 	dir := t.TempDir()
 	w := &world{srv: srv, proxy: proxy, dir: dir, state: filepath.Join(dir, "state"), deviceID: id, token: tok,

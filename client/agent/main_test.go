@@ -3,8 +3,11 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -33,6 +36,8 @@ func helperMain() int {
 		N    int    `json:"n"`
 		Code int    `json:"code"`
 		Runs string `json:"runs"`
+		// Evidence is where mode "png" writes a screenshot.
+		Evidence string `json:"evidence"`
 	}
 	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
 		fmt.Fprintln(os.Stderr, "helper: bad payload:", err)
@@ -60,6 +65,20 @@ func helperMain() int {
 	case "bad":
 		fmt.Println("not json")
 		return 0
+	case "png": // leave a screenshot, succeed
+		f, err := os.Create(p.Evidence)
+		if err != nil {
+			return 92
+		}
+		img := image.NewGray(image.Rect(0, 0, 2, 2))
+		if err := png.Encode(f, img); err != nil || f.Close() != nil {
+			return 93
+		}
+		fmt.Printf("{\"ok\": %d}\n", p.N)
+		return 0
+	case "noisy": // 5000 bytes of stderr ending in a marker, then fail
+		fmt.Fprint(os.Stderr, strings.Repeat("early noise ", 400), "\nLAST-MARKER-", p.N, "\n")
+		return 3
 	}
 	return 91
 }

@@ -39,6 +39,12 @@ type runner struct {
 	checks    map[string]bool
 	stderr    io.Writer
 	signals   <-chan os.Signal
+	evidence  string // --evidence-file: a PNG the work command may leave
+	// startDelay (--start-delay) holds each claim before start, renewed
+	// every renewInterval (--renew-every).
+	startDelay, renewInterval time.Duration
+	startAt                   *startPlan
+	startWhen                 []string // --start-when: a precondition command
 	// stopping: no new claim; quitting: leave as soon as possible, keeping
 	// everything for recovery.
 	stopping, quitting bool
@@ -52,6 +58,11 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	execCmd := fs.String("exec", "", "command to run per task (split like a shell, run without one)")
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask for work while idle")
 	hb := fs.Duration("heartbeat", 0, "heartbeat interval while running (default and maximum: a third of the running lease)")
+	caFile := fs.String("ca-file", "", "PEM file of the certificate authority that signs the server's certificate (a private CA)")
+	startWhen := fs.String("start-when", "", "precondition command run (every --poll) before each start; the task starts once it exits 0, its claim renewed meanwhile")
+	startDelay := fs.Duration("start-delay", 0, "hold each claim this long before starting it, renewing its lease meanwhile")
+	renewEvery := fs.Duration("renew-every", 0, "with --start-delay: renew the claim lease this often (default 200s, a third of the default claim lease)")
+	evidence := fs.String("evidence-file", "", "path where the work command may leave a PNG screenshot; it is uploaded as the execution's evidence")
 	var checks listFlag
 	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default agent_running=true)")
 	pos, err := parse(fs, args)
@@ -65,9 +76,18 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	if err != nil || len(argv) == 0 {
 		return fail(stderr, fmt.Errorf("%w: %q", ErrBadExec, *execCmd))
 	}
+	var when []string
+	if *startWhen != "" {
+		if when, err = shlex.Split(*startWhen); err != nil || len(when) == 0 {
+			return fail(stderr, fmt.Errorf("%w: --start-when %q", ErrBadExec, *startWhen))
+		}
+	}
 	chk, err := splitChecks(checks)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if *startDelay < 0 || *renewEvery < 0 || (*renewEvery > 0 && *renewEvery < 10*time.Millisecond) {
+		return fail(stderr, fmt.Errorf("%w: --start-delay must not be negative and --renew-every must be at least 10ms", ErrUsage))
 	}
 	if *poll < 10*time.Millisecond {
 		return fail(stderr, fmt.Errorf("%w: --poll must be at least 10ms", ErrUsage))
@@ -78,6 +98,13 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	}
 	log := newLogger(stderr, e.clock)
 	o := e.devOpts
+	if *caFile != "" {
+		pool, err := loadCAFile(*caFile)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		o.RootCAs = pool
+	}
 	o.StateDir, o.Clock, o.Logger = dir, e.clock, log
 	// Open decrypts every secret first: any state or key problem stops here,
 	// before a single request.
@@ -87,7 +114,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	}
 	defer dev.Close()
 	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
-		stderr: stderr, signals: e.signals}
+		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
 	err = r.loop(context.Background())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"taskledger/client"
@@ -49,6 +50,9 @@ func (r *runner) work(ctx context.Context) error {
 		return r.dev.MarkNeedsPerson("", "the task was running when the agent stopped; it is not run again automatically")
 	}
 	if a.State == client.StateClaimed {
+		if ok, err := r.waitBeforeStart(ctx, a); !ok || err != nil {
+			return err
+		}
 		r.log.Info("starting", "task", a.TaskID, "generation", a.Generation)
 		if _, err := r.call(ctx, func() (client.TaskResult, error) { return r.dev.Start(ctx) }); err != nil {
 			return r.retryable(err)
@@ -68,7 +72,11 @@ func (r *runner) work(ctx context.Context) error {
 	if err := r.dev.MarkLaunched(); err != nil {
 		return err
 	}
-	p, err := startProcess(r.argv, a.Payload, r.stderr)
+	if err := r.clearEvidence(); err != nil {
+		return err
+	}
+	tail := &tailBuffer{max: stderrTailSize}
+	p, err := startProcess(r.argv, a.Payload, io.MultiWriter(r.stderr, tail))
 	if err != nil {
 		r.log.Error("cannot start the command", "task", a.TaskID, "err", err.Error())
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) {
@@ -83,6 +91,7 @@ func (r *runner) work(ctx context.Context) error {
 	if how == outcomeCanceled {
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.CancelAck(ctx) })
 	}
+	r.uploadEvidence(ctx, a.TaskID)
 	code := p.exitCode()
 	if code == 0 {
 		result, rerr := resultJSON(p.stdout.Bytes(), p.stdout.overflow)
@@ -97,6 +106,10 @@ func (r *runner) work(ctx context.Context) error {
 	detail := fmt.Sprintf("command exited with status %d", code)
 	if code < 0 {
 		reason, detail = "exit_signal", "command was ended by a signal"
+	}
+	if t := tail.String(); t != "" {
+		r.log.Warn("work command failed", "task", a.TaskID, "reason", reason, "stderr_tail", t)
+		detail = failureDetail(detail, t)
 	}
 	return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.Fail(ctx, reason, detail) })
 }

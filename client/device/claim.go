@@ -99,7 +99,7 @@ func (d *Device) Claim(ctx context.Context) (ClaimOutcome, error) {
 		TokenOrigin: localstate.OriginClient, SealedToken: p.SealedClaimToken, Payload: cl.Payload,
 		Revision: cl.Revision, CreatedAt: cl.CreatedAt, ReferenceImageURL: cl.ReferenceImageURL, State: cl.State,
 		Version: cl.Version, ServerTime: cl.ServerTime, LeaseExpiresAt: cl.LeaseExpiresAt,
-		AuthorizationExpiresAt: cl.AuthorizationExpiresAt}
+		AuthorizationExpiresAt: cl.AuthorizationExpiresAt, Takeover: cl.Takeover}
 	if err := d.apply(localstate.Change{ClearPending: true, Active: a}); err != nil {
 		return ClaimOutcome{}, err
 	}

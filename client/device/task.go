@@ -212,7 +212,7 @@ func (d *Device) taskFailed(p *localstate.Pending, err error) error {
 		return err
 	}
 	a := d.st.Active
-	if a.State == client.StateClaimed && !a.Launched && a.ExecutionID == "" &&
+	if a.State == client.StateClaimed && !a.Launched && a.ExecutionID == "" && a.Takeover != "manual" &&
 		(ae.Code == client.CodeClaimNotFound || ae.Code == client.CodeLeaseExpired || ae.Code == client.CodeClaimReplayExpired) {
 		if aerr := d.apply(localstate.Change{ClearPending: true, ClearActive: true}); aerr != nil {
 			return aerr

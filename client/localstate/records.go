@@ -75,8 +75,11 @@ type Active struct {
 	ServerTime             time.Time       `json:"server_time"`
 	LeaseExpiresAt         time.Time       `json:"lease_expires_at"`
 	AuthorizationExpiresAt time.Time       `json:"authorization_expires_at"`
-	ExecutionID            string          `json:"execution_id,omitempty"`
-	CancelRequested        bool            `json:"cancel_requested,omitempty"`
+	// Takeover is the claim's takeover policy ("manual": a claim lost
+	// before start needs a person).
+	Takeover        string `json:"takeover,omitempty"`
+	ExecutionID     string `json:"execution_id,omitempty"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
 	// Launched is set (and committed) before the work starts; a launched
 	// task whose end was never reported needs a person after a restart.
 	Launched bool `json:"launched,omitempty"`

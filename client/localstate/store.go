@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -36,23 +37,54 @@ type Store struct {
 }
 
 // DefaultDir is the per-user state directory: $XDG_STATE_HOME/taskledger
-// (or ~/.local/state/taskledger) on Unix, the user config dir elsewhere.
+// (or ~/.local/state/taskledger) on Unix, %LOCALAPPDATA%\taskledger on
+// Windows, the user config dir on macOS.
 func DefaultDir() (string, error) {
-	if runtime.GOOS != "windows" && runtime.GOOS != "darwin" {
-		if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-			return filepath.Join(x, "taskledger"), nil
+	return defaultDir(runtime.GOOS, os.Getenv, os.UserHomeDir, os.UserConfigDir)
+}
+
+// defaultDir is DefaultDir for the system goos, with its environment and
+// directory lookups passed in (so every system's rule is tested anywhere).
+// Windows: %LOCALAPPDATA%\taskledger — the machine-local profile, never the
+// roaming %AppData% (the state and its sealed secrets belong to this
+// machine). macOS: the user configuration directory. Others:
+// $XDG_STATE_HOME/taskledger or ~/.local/state/taskledger.
+func defaultDir(goos string, getenv func(string) string, home, config func() (string, error)) (string, error) {
+	switch goos {
+	case "windows":
+		d := getenv("LOCALAPPDATA")
+		if d == "" || !isAbsFor(goos, d) {
+			return "", fmt.Errorf("localstate: %%LOCALAPPDATA%% is not set to an absolute path")
 		}
-		home, err := os.UserHomeDir()
+		return strings.TrimRight(d, `\/`) + `\taskledger`, nil
+	case "darwin":
+		d, err := config()
 		if err != nil {
-			return "", fmt.Errorf("localstate: no home directory: %w", err)
+			return "", fmt.Errorf("localstate: no user config directory: %w", err)
 		}
-		return filepath.Join(home, ".local", "state", "taskledger"), nil
+		return filepath.Join(d, "taskledger"), nil
 	}
-	d, err := os.UserConfigDir()
+	if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "taskledger"), nil
+	}
+	h, err := home()
 	if err != nil {
-		return "", fmt.Errorf("localstate: no user config directory: %w", err)
+		return "", fmt.Errorf("localstate: no home directory: %w", err)
 	}
-	return filepath.Join(d, "taskledger"), nil
+	return filepath.Join(h, ".local", "state", "taskledger"), nil
+}
+
+// isAbsFor reports whether p is absolute on goos (a Windows path is
+// checked by its own rules on any system: drive letter or UNC).
+func isAbsFor(goos, p string) bool {
+	if goos != "windows" {
+		return filepath.IsAbs(p)
+	}
+	if strings.HasPrefix(p, `\\`) {
+		return len(p) > 2
+	}
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
+		(('a' <= p[0] && p[0] <= 'z') || ('A' <= p[0] && p[0] <= 'Z'))
 }
 
 // Open opens (creating when missing) the state in dir, taking its

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"taskledger/api"
+	"taskledger/events"
 	"taskledger/ledger"
-	"taskledger/projections"
 )
 
 // The auditor's and operator's offline commands: history, export,
@@ -57,19 +57,19 @@ func cmdHistory(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer store.Close()
-	var events []*api.EventJSON
-	err = store.Stream(projections.TaskStream(id), func(e *ledger.Event) error {
+	var evs []*api.EventJSON
+	err = store.Stream(events.TaskStream(id), func(e *ledger.Event) error {
 		doc, err := api.RenderEvent(e)
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", e.Seq, err)
 		}
-		events = append(events, doc)
+		evs = append(evs, doc)
 		return nil
 	})
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
-	if len(events) == 0 {
+	if len(evs) == 0 {
 		return fail(stderr, "no task %s in the log", id)
 	}
 	w := bufio.NewWriter(stdout)
@@ -78,13 +78,13 @@ func cmdHistory(args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"task_id": id, "events": events}); err != nil {
+		if err := enc.Encode(map[string]any{"task_id": id, "events": evs}); err != nil {
 			return fail(stderr, "%v", err)
 		}
 		return 0
 	}
-	fmt.Fprintf(w, "task %s: %d events\n", id, len(events))
-	for _, e := range events {
+	fmt.Fprintf(w, "task %s: %d events\n", id, len(evs))
+	for _, e := range evs {
 		fmt.Fprintf(w, "seq %-8d %s  %-28s %-40s %s\n", e.Seq, e.At, e.Type+schemaSuffix(e.Schema), actorText(e.Actor),
 			bodyText(e.Body))
 	}

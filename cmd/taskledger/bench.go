@@ -30,6 +30,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
 	byOp := fs.Bool("by-op", false, "print counts and latencies by command under each ledger scenario")
 	verify := fs.Bool("verify", false, "verify each in-process ledger after its run")
+	beatSteps := fs.String("heartbeat-steps", "same", "in-process runs: same (heartbeats keep one step per execution and append no event), each (every heartbeat reports a new step and appends one, as before quiet heartbeats), or both (the two, in this run)")
 	if pos, err := parseInterspersed(fs, args); err != nil {
 		return 2
 	} else if len(pos) > 0 {
@@ -46,6 +47,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if *duration <= 0 {
 		return fail(stderr, "--duration must be positive")
+	}
+	var beatModes []bool // StepEachHeartbeat per in-process run
+	switch *beatSteps {
+	case "same":
+		beatModes = []bool{false}
+	case "each":
+		beatModes = []bool{true}
+	case "both":
+		beatModes = []bool{true, false}
+	default:
+		return fail(stderr, "--heartbeat-steps must be same, each or both")
 	}
 	runRaw, runIn, runHTTP := false, false, false
 	switch *mode {
@@ -121,15 +133,24 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if runIn {
 		for _, n := range devices {
-			dir := filepath.Join(root, fmt.Sprintf("inprocess-%d", n))
-			r, err := bench.InProcessScenario(ctx, dir, cfg(n))
-			if err != nil {
-				return fail(stderr, "in-process, %d devices: %v", n, err)
-			}
-			show(fmt.Sprintf("in-%d", n), r)
-			if *verify {
-				if code := verifyDir(dir, stdout, stderr); code != 0 {
-					return code
+			for _, each := range beatModes {
+				key, c := fmt.Sprintf("in-%d", n), cfg(n)
+				if each {
+					key, c.StepEachHeartbeat = fmt.Sprintf("in-each-%d", n), true
+				}
+				dir := filepath.Join(root, "inprocess-"+key)
+				r, err := bench.InProcessScenario(ctx, dir, c)
+				if err != nil {
+					return fail(stderr, "in-process, %d devices: %v", n, err)
+				}
+				if each {
+					r.Name += " (a new step every heartbeat)"
+				}
+				show(key, r)
+				if *verify {
+					if code := verifyDir(dir, stdout, stderr); code != 0 {
+						return code
+					}
 				}
 			}
 		}
@@ -178,6 +199,9 @@ func printRatios(w io.Writer, res map[string]*bench.Result, devices []int) {
 	}
 	for _, n := range devices {
 		ratio(fmt.Sprintf("in-process %d devices / raw group commit %d writers", n, n), fmt.Sprintf("in-%d", n), fmt.Sprintf("raw-gc-%d", n), "  (target ≥ 0.50)")
+	}
+	for _, n := range devices {
+		ratio(fmt.Sprintf("in-process %d devices, quiet / a new step every heartbeat", n), fmt.Sprintf("in-%d", n), fmt.Sprintf("in-each-%d", n), "")
 	}
 	for _, n := range devices {
 		ratio(fmt.Sprintf("in-process %d devices / raw 1 tx per command", n), fmt.Sprintf("in-%d", n), "raw-1tx", "")

@@ -20,41 +20,41 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/cmd/taskledger/app"
-	"taskledger/cmd/taskledger/app/apptest"
 	"taskledger/commands"
+	"taskledger/node"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
 
 // fastNode starts an in-process node (manual clock) without fsync: these
 // tests only need a log to audit.
-func fastNode(t *testing.T, dir string, opts ...apptest.Option) *apptest.Node {
-	return apptest.Start(t, append([]apptest.Option{apptest.WithDir(dir), func(c *app.Config) { c.NoSync = true }}, opts...)...)
+func fastNode(t *testing.T, dir string, opts ...nodetest.Option) *nodetest.Node {
+	return nodetest.Start(t, append([]nodetest.Option{nodetest.WithDir(dir), func(c *node.Config) { c.NoSync = true }}, opts...)...)
 }
 
 // lifecycle runs one task through claim (server-issued token when the
 // device sends none), start, heartbeat and complete; it returns the task
 // id and the claim token.
-func lifecycle(t *testing.T, n *apptest.Node, d *apptest.Device, serverToken bool) (string, string) {
+func lifecycle(t *testing.T, n *nodetest.Node, d *nodetest.Device, serverToken bool) (string, string) {
 	t.Helper()
 	id := n.CreateTask(map[string]any{"job": "audit"})
-	apptest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.Ready(), 200)
 	var tok string
-	var r *apptest.Resp
+	var r *nodetest.Resp
 	if serverToken {
-		r = d.ClaimWith(apptest.NewKey(), "")
-		apptest.Must(t, r, 200)
-		tok = apptest.Str(r.JSON()["claim"].(map[string]any), "token")
+		r = d.ClaimWith(nodetest.NewKey(), "")
+		nodetest.Must(t, r, 200)
+		tok = nodetest.Str(r.JSON()["claim"].(map[string]any), "token")
 	} else {
 		r, tok = d.Claim()
-		apptest.Must(t, r, 200)
+		nodetest.Must(t, r, 200)
 	}
 	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	apptest.Must(t, s, 200)
-	ex := apptest.Str(s.JSON(), "execution_id")
-	apptest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
-	apptest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
+	nodetest.Must(t, s, 200)
+	ex := nodetest.Str(s.JSON(), "execution_id")
+	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
+	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
 		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
 	return id, tok
 }
@@ -63,7 +63,7 @@ var secretHex = strings.Repeat("ab", 32)
 
 func TestAuditHistoryAndExport(t *testing.T) {
 	dir := t.TempDir()
-	n := fastNode(t, dir, apptest.WithConfig(func(c *commands.Config) { c.ClaimSecret = bytes.Repeat([]byte{0xab}, 32) }))
+	n := fastNode(t, dir, nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = bytes.Repeat([]byte{0xab}, 32) }))
 	d := n.RegisterDevice()
 	id, serverTok := lifecycle(t, n, d, true)
 	_, clientTok := lifecycle(t, n, d, false)
@@ -177,7 +177,7 @@ var rebuildLine = regexp.MustCompile(`^rebuilt projections from the log: (\d+) e
 
 func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	dir := t.TempDir()
-	n := fastNode(t, dir, apptest.WithConfig(func(c *commands.Config) { c.ClaimSecret = bytes.Repeat([]byte{0xab}, 32) }))
+	n := fastNode(t, dir, nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = bytes.Repeat([]byte{0xab}, 32) }))
 	d := n.RegisterDevice()
 	lifecycle(t, n, d, true)
 	head := n.Head()
@@ -302,14 +302,14 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	// More than --snapshot-every (its minimum, 1000) events after it.
 	n = fastNode(t, dir)
 	for i := 0; i < 1000; i++ { // not authorized: never claimable
-		apptest.Must(t, n.Do("POST", "/api/v1/admin/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"i": i}}, nil), 201)
+		nodetest.Must(t, n.Do("POST", "/api/v1/admin/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"i": i}}, nil), 201)
 	}
 	d2 := *d
 	d2.N = n
 	lifecycle(t, n, &d2, false)
 	head := n.Head()
 	want := n.Do("GET", "/api/v1/admin/tasks?limit=500", n.AdminToken, nil, nil)
-	apptest.Must(t, want, 200)
+	nodetest.Must(t, want, 200)
 	n.Close()
 
 	ps, stderr := runWithEnv(t, []string{"TASKLEDGER_FAILPOINT=" + snapshots.FailMidWrite}, "snapshot", "create", "--data", dir)

@@ -1,6 +1,6 @@
 package main_test
 
-// Crash safety of the real binary (issue 2, "Must show"): concurrent
+// Crash safety of the real binary: concurrent
 // claim/release load, SIGKILL at random moments, restart on the same data
 // directory, and proof that every acknowledged command is in the log and
 // that verify passes.
@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -316,8 +317,8 @@ loop:
 
 // matchAck checks that the event under an acknowledged key is that command.
 func matchAck(a crashAck, e *ledger.Event) error {
-	want := map[string]string{"register": projections.EvDeviceRegistered, "create": projections.EvTaskCreated,
-		"claim": projections.EvTaskClaimed, "release": projections.EvTaskReleased}[a.kind]
+	want := map[string]string{"register": events.EvDeviceRegistered, "create": events.EvTaskCreated,
+		"claim": events.EvTaskClaimed, "release": events.EvTaskReleased}[a.kind]
 	if e.Type != want {
 		return fmt.Errorf("event type %s, want %s", e.Type, want)
 	}
@@ -346,18 +347,18 @@ func matchAck(a crashAck, e *ledger.Event) error {
 // ownEventOf decodes what the ownership fold needs from a stored event.
 func ownEventOf(e *ledger.Event) (ownEvent, error) {
 	oe := ownEvent{Seq: e.Seq, Type: e.Type, At: e.At}
-	body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return oe, err
 	}
 	switch b := body.(type) {
-	case *projections.TaskClaimed:
+	case *events.TaskClaimed:
 		oe.TaskID, oe.DeviceID, oe.Gen, oe.LeaseExp = b.TaskID, b.DeviceID, b.Generation, b.LeaseExpiresAt
-	case *projections.TaskReleased:
+	case *events.TaskReleased:
 		oe.TaskID, oe.DeviceID, oe.Gen = b.TaskID, b.DeviceID, b.Generation
-	case *projections.TaskCreated:
+	case *events.TaskCreated:
 		oe.TaskID = b.TaskID
-	case *projections.DeviceRegistered:
+	case *events.DeviceRegistered:
 		oe.DeviceID = b.DeviceID
 	default:
 		return oe, errors.New("unexpected event type " + e.Type)

@@ -1,8 +1,8 @@
 package main_test
 
-// Claim races and claim/release churn over real HTTP (issue 2, "Must show":
+// Claim races and claim/release churn over real HTTP:
 // 64 devices racing for one task; 64 devices looping over 200 tasks, then
-// verify and an independent fold of the log's events).
+// verify and an independent fold of the log's events.
 
 import (
 	"fmt"
@@ -13,16 +13,16 @@ import (
 
 	"github.com/google/uuid"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // readyDevices registers n devices and sends each a presence heartbeat.
-func readyDevices(t *testing.T, n *apptest.Node, count int) []*apptest.Device {
+func readyDevices(t *testing.T, n *nodetest.Node, count int) []*nodetest.Device {
 	t.Helper()
-	devs := make([]*apptest.Device, count)
+	devs := make([]*nodetest.Device, count)
 	for i := range devs {
 		devs[i] = n.RegisterDevice()
-		apptest.Must(t, devs[i].Ready(), 200)
+		nodetest.Must(t, devs[i].Ready(), 200)
 	}
 	return devs
 }
@@ -60,7 +60,7 @@ func createTasks(t *testing.T, c *client, base, admin string, count int) []strin
 }
 
 // claimNext sends claim-next for a device with the given key and token.
-func claimNext(c *client, base string, d *apptest.Device, key, token string) (*answer, error) {
+func claimNext(c *client, base string, d *nodetest.Device, key, token string) (*answer, error) {
 	return c.do(base, "POST", "/api/v1/device/tasks/claim-next", d.Token,
 		map[string]any{"device_id": d.ID, "session_id": d.Session},
 		map[string]string{"Idempotency-Key": key, "X-Claim-Token": token})
@@ -74,13 +74,13 @@ func release(c *client, base, devToken, devID, taskID, token, key string, gen, v
 }
 
 func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := newClient()
 	devs := readyDevices(t, n, 64)
 	task := n.CreateTask(map[string]any{"race": true})
 
 	type outcome struct {
-		dev *apptest.Device
+		dev *nodetest.Device
 		a   *answer
 		err error
 	}
@@ -141,7 +141,7 @@ func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 
 func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 	const devices, tasks, iterations = 64, 200, 20
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	c := newClient()
 	devs := readyDevices(t, n, devices)
 	createTasks(t, c, n.URL, n.AdminToken, tasks)
@@ -208,7 +208,7 @@ func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 	t.Logf("churn: %d devices × %d iterations over %d tasks: %d claims, %d releases, %d no-task answers, %d events",
 		devices, iterations, tasks, claimed, released, empty, len(evs))
 
-	// The apptest cleanup runs app.Verify and compares replay with live
+	// The apptest cleanup runs node.Verify and compares replay with live
 	// projections; then the real binary's verify must pass on the same log.
 	n.Close()
 	res := runCLI(t, "verify", "--data", n.Dir)

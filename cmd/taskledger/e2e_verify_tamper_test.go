@@ -1,6 +1,6 @@
 package main_test
 
-// verify names the seq of the first violation (issue 2, CLI): a good log is
+// verify names the seq of the first violation: a good log is
 // tampered with through bbolt directly — a flipped byte, a deleted event,
 // two swapped events — and `taskledger verify` must exit 1 naming the
 // right seq.
@@ -16,50 +16,50 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/events"
 	"taskledger/ledger"
-	"taskledger/projections"
+	"taskledger/node/nodetest"
 )
 
 // goodLedger writes a small but varied log and returns its data directory.
 func goodLedger(t *testing.T) (dir string, events uint64) {
 	t.Helper()
-	n := apptest.Start(t)
-	devs := []*apptest.Device{n.RegisterDevice(), n.RegisterDevice()}
+	n := nodetest.Start(t)
+	devs := []*nodetest.Device{n.RegisterDevice(), n.RegisterDevice()}
 	for _, d := range devs {
-		apptest.Must(t, d.Ready(), 200)
+		nodetest.Must(t, d.Ready(), 200)
 	}
 	for i := range 4 {
 		n.CreateTask(map[string]any{"i": i})
 	}
 	type run struct {
-		d       *apptest.Device
+		d       *nodetest.Device
 		id, tok string
 		gen     uint64
-		start   *apptest.Resp
+		start   *nodetest.Resp
 	}
 	for round := range 3 {
 		var runs []run
 		for _, d := range devs {
 			r, tok := d.Claim()
-			apptest.Must(t, r, 200)
+			nodetest.Must(t, r, 200)
 			m := r.JSON()
-			id := apptest.Str(m["task"].(map[string]any), "id")
-			gen, ver := apptest.Num(m, "claim_generation"), apptest.Num(m, "version")
+			id := nodetest.Str(m["task"].(map[string]any), "id")
+			gen, ver := nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version")
 			if round != 1 {
-				apptest.Must(t, d.Call(id, "release", tok, map[string]any{"claim_generation": gen, "expected_version": ver}, ""), 200)
+				nodetest.Must(t, d.Call(id, "release", tok, map[string]any{"claim_generation": gen, "expected_version": ver}, ""), 200)
 				continue
 			}
 			s := d.Call(id, "start", tok, map[string]any{"claim_generation": gen, "expected_version": ver}, "")
-			apptest.Must(t, s, 200)
+			nodetest.Must(t, s, 200)
 			runs = append(runs, run{d, id, tok, gen, s})
 		}
 		// Both devices run at once: the second claimed while the first ran.
 		for _, r := range runs {
-			ex := apptest.Str(r.start.JSON(), "execution_id")
-			apptest.Must(t, r.d.Call(r.id, "heartbeat", r.tok, map[string]any{"claim_generation": r.gen, "execution_id": ex, "step": "a"}, ""), 200)
-			apptest.Must(t, r.d.Call(r.id, "complete", r.tok, map[string]any{"claim_generation": r.gen, "execution_id": ex,
-				"expected_version": apptest.Num(r.start.JSON(), "version"), "result": map[string]any{"ok": true}}, ""), 200)
+			ex := nodetest.Str(r.start.JSON(), "execution_id")
+			nodetest.Must(t, r.d.Call(r.id, "heartbeat", r.tok, map[string]any{"claim_generation": r.gen, "execution_id": ex, "step": "a"}, ""), 200)
+			nodetest.Must(t, r.d.Call(r.id, "complete", r.tok, map[string]any{"claim_generation": r.gen, "execution_id": ex,
+				"expected_version": nodetest.Num(r.start.JSON(), "version"), "result": map[string]any{"ok": true}}, ""), 200)
 		}
 	}
 	events = n.Head()
@@ -185,23 +185,23 @@ func forgeDoubleOwner(t *testing.T, src string) (uint64, func(tx *bolt.Tx, b *bo
 	streamLen := map[string]uint64{}
 	var targetStreamVersion uint64
 	err = store.Range(0, func(e *ledger.Event) error {
-		body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+		body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 		if err != nil {
 			return err
 		}
 		switch b := body.(type) {
-		case *projections.TaskStarted:
+		case *events.TaskStarted:
 			if running == "" {
 				running, runner = b.TaskID, b.DeviceID
 			}
-		case *projections.TaskCompleted:
+		case *events.TaskCompleted:
 			if b.TaskID == running && target == 0 {
 				running, runner = "", ""
 			}
-		case *projections.TaskClaimed:
+		case *events.TaskClaimed:
 			if running != "" && target == 0 && b.DeviceID != runner {
 				target = e.Seq
-				targetStreamVersion = streamLen[projections.TaskStream(running)] + 1
+				targetStreamVersion = streamLen[events.TaskStream(running)] + 1
 			}
 		}
 		streamLen[e.Stream]++
@@ -221,16 +221,16 @@ func forgeDoubleOwner(t *testing.T, src string) (uint64, func(tx *bolt.Tx, b *bo
 				return err
 			}
 			if seq == target {
-				body, err := projections.DecodeBody(e.Type, e.Schema, e.Body)
+				body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 				if err != nil {
 					return err
 				}
-				cl := body.(*projections.TaskClaimed)
+				cl := body.(*events.TaskClaimed)
 				cl.TaskID = running
-				if e.Body, err = projections.EncodeBody(cl); err != nil {
+				if e.Body, err = events.EncodeBody(cl); err != nil {
 					return err
 				}
-				e.Stream, e.StreamVersion = projections.TaskStream(running), targetStreamVersion
+				e.Stream, e.StreamVersion = events.TaskStream(running), targetStreamVersion
 			}
 			if seq >= target {
 				e.PrevHash = prev

@@ -90,6 +90,135 @@ type serveFlags struct {
 	claimLease, runningLease, presenceTTL       string
 	authMin, authMax, retention, requiredChecks string
 	snapshotEvery, claimSecret, logLevel        string
+	net                                         netFlags
+}
+
+// netFlags are the network settings of `serve`: TLS, timeouts, connection
+// and rate limits.
+type netFlags struct {
+	tlsCert, tlsKey, insecureHTTP                      string
+	readHeaderTimeout, readTimeout, writeTimeout, idle string
+	maxHeaderBytes, maxConnections                     string
+	deviceRate, deviceBurst, addressRate, addressBurst string
+}
+
+func (f *netFlags) register(fs *flag.FlagSet) {
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, envDefault(name, def), usage) }
+	str(&f.tlsCert, "tls-cert", "", "TLS certificate chain (PEM); with --tls-key, serve HTTPS (TLS 1.2+), reloaded on SIGHUP")
+	str(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
+	f.insecureHTTP = envDefault("insecure-http", "false")
+	fs.Var((*boolText)(&f.insecureHTTP), "insecure-http", "serve plain HTTP on a non-loopback address (behind a TLS-terminating proxy)")
+	str(&f.readHeaderTimeout, "read-header-timeout", "10s", "time to read a request's headers (1s–5m)")
+	str(&f.readTimeout, "read-timeout", "60s", "time to read a whole request, body included (1s–30m)")
+	str(&f.writeTimeout, "write-timeout", "60s", "time to write an answer (1s–30m)")
+	str(&f.idle, "idle-timeout", "60s", "keep-alive idle time (1s–30m)")
+	str(&f.maxHeaderBytes, "max-header-bytes", "16384", "request header size limit in bytes (4096–1048576)")
+	str(&f.maxConnections, "max-connections", "4096", "concurrent connections (1–1000000)")
+	str(&f.deviceRate, "device-rate", "20/s", "requests per device (N/s, N/m or N/h; 0 = off)")
+	str(&f.deviceBurst, "device-burst", "40", "burst of the per-device rate (1–100000)")
+	str(&f.addressRate, "address-rate", "5/s", "unauthenticated requests per remote address (N/s, N/m or N/h; 0 = off)")
+	str(&f.addressBurst, "address-burst", "20", "burst of the per-address rate (1–100000)")
+}
+
+// netConfig is the validated network configuration.
+type netConfig struct {
+	tlsCert, tlsKey                              string
+	insecureHTTP                                 bool
+	readHeaderTimeout, readTimeout, writeTimeout time.Duration
+	idleTimeout                                  time.Duration
+	maxHeaderBytes, maxConnections               int
+	deviceRate, addressRate                      float64
+	deviceBurst, addressBurst                    int
+}
+
+func (f *netFlags) config(listen string) (netConfig, error) {
+	var c netConfig
+	var err error
+	c.tlsCert, c.tlsKey = f.tlsCert, f.tlsKey
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, fmt.Errorf("--tls-cert and --tls-key (TASKLEDGER_TLS_CERT, TASKLEDGER_TLS_KEY) go together: give both or neither")
+	}
+	if c.insecureHTTP, err = strconv.ParseBool(f.insecureHTTP); err != nil {
+		return c, fmt.Errorf("--insecure-http: %q is not true or false", f.insecureHTTP)
+	}
+	if c.tlsCert == "" && !c.insecureHTTP && !loopback(listen) {
+		return c, fmt.Errorf("--listen %s is not a loopback address: serve HTTPS with --tls-cert and --tls-key, "+
+			"or give --insecure-http when a TLS-terminating proxy stands in front", listen)
+	}
+	if c.tlsCert != "" && c.insecureHTTP {
+		return c, fmt.Errorf("--insecure-http and --tls-cert exclude each other")
+	}
+	if c.readHeaderTimeout, err = duration("read-header-timeout", f.readHeaderTimeout, time.Second, 5*time.Minute); err != nil {
+		return c, err
+	}
+	if c.readTimeout, err = duration("read-timeout", f.readTimeout, time.Second, 30*time.Minute); err != nil {
+		return c, err
+	}
+	if c.writeTimeout, err = duration("write-timeout", f.writeTimeout, time.Second, 30*time.Minute); err != nil {
+		return c, err
+	}
+	if c.idleTimeout, err = duration("idle-timeout", f.idle, time.Second, 30*time.Minute); err != nil {
+		return c, err
+	}
+	if c.maxHeaderBytes, err = intFlag("max-header-bytes", f.maxHeaderBytes, 4096, 1<<20); err != nil {
+		return c, err
+	}
+	if c.maxConnections, err = intFlag("max-connections", f.maxConnections, 1, 1_000_000); err != nil {
+		return c, err
+	}
+	if c.deviceRate, err = rateFlag("device-rate", f.deviceRate); err != nil {
+		return c, err
+	}
+	if c.deviceBurst, err = intFlag("device-burst", f.deviceBurst, 1, 100_000); err != nil {
+		return c, err
+	}
+	if c.addressRate, err = rateFlag("address-rate", f.addressRate); err != nil {
+		return c, err
+	}
+	if c.addressBurst, err = intFlag("address-burst", f.addressBurst, 1, 100_000); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// boolText is a boolean flag kept as text (validated with the others).
+type boolText string
+
+func (b *boolText) String() string     { return string(*b) }
+func (b *boolText) Set(v string) error { *b = boolText(v); return nil }
+func (b *boolText) IsBoolFlag() bool   { return true }
+
+func intFlag(name, v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("--%s: %q is outside its bounds %d – %d", name, v, lo, hi)
+	}
+	return n, nil
+}
+
+// rateFlag parses N/s, N/m, N/h (or N, per second) into requests per
+// second; 0 turns the limit off.
+func rateFlag(name, v string) (float64, error) {
+	num, unit, ok := strings.Cut(v, "/")
+	per := 1.0
+	if ok {
+		switch unit {
+		case "s":
+		case "m":
+			per = 60
+		case "h":
+			per = 3600
+		default:
+			ok = false
+		}
+	} else {
+		ok = true
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || n < 0 || n > 1_000_000 || n != n {
+		return 0, fmt.Errorf("--%s: %q is not a rate such as 20/s, 600/m or 0 (off)", name, v)
+	}
+	return n / per, nil
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -107,6 +236,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	str(&f.snapshotEvery, "snapshot-every", "100000", "events between snapshots (1000–10000000)")
 	str(&f.claimSecret, "claim-token-secret", "", "claim-token secret: 64 lowercase hex (enables server-issued claim tokens)")
 	str(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.net.register(fs)
 }
 
 func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {

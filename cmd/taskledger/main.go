@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,8 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"taskledger/api"
-	"taskledger/cmd/taskledger/app"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
@@ -53,6 +52,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if manual && !loopback(f.listen) {
 		return fail(stderr, "--clock=manual is refused unless --listen is a loopback address")
 	}
+	nc, err := f.net.config(f.listen)
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
 	level, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return fail(stderr, "--log-level: %v", err)
@@ -61,11 +64,11 @@ func cmdServe(args []string, stderr io.Writer) int {
 	gc := tuneGC()
 	logger.Info().Int("gogc", gc.Percent).Int64("memory_limit", gc.Limit).Str("gogc_from", gc.PercentFrom).
 		Str("memory_limit_from", gc.LimitFrom).Msg("garbage collector")
-	ln, err := net.Listen("tcp", f.listen)
+	ln, certs, err := nc.listener(f.listen)
 	if err != nil {
-		return fail(stderr, "listen %s: %v", f.listen, err)
+		return fail(stderr, "%v", err)
 	}
-	node, err := app.Open(app.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+	nd, err := node.Open(node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
 		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }})
 	if err != nil {
 		ln.Close()
@@ -74,31 +77,59 @@ func cmdServe(args []string, stderr io.Writer) int {
 		}
 		return fail(stderr, "%v", err)
 	}
-	srv := &http.Server{Handler: node.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).Msg("serving")
+	nd.API.SetLimits(nc.limits())
+	srv := nc.httpServer(nd.API.Handler(), logger)
+	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).
+		Bool("tls", certs != nil).Msg("serving")
 	// Signals are caught before the address is announced: a SIGTERM sent as
 	// soon as the server says it listens is a graceful shutdown.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case sig := <-sigs:
-		logger.Info().Str("signal", sig.String()).Msg("shutting down: finishing the batch in flight")
-	case err := <-errc:
-		logger.Error().Err(err).Msg("server stopped")
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			logger.Info().Str("signal", sig.String()).Msg("shutting down: finishing the batch in flight")
+			break wait
+		case <-hup:
+			reloadCertificate(certs, logger, stderr)
+		case err := <-errc:
+			logger.Error().Err(err).Msg("server stopped")
+			break wait
+		}
 	}
-	node.API.Stopping() // new API requests answer 503
-	node.Engine.Close() // the batch in flight commits and is answered
+	nd.API.Stopping() // new API requests answer 503
+	nd.Engine.Close() // the batch in flight commits and is answered
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(ctx)
-	if err := node.Close(); err != nil { // waits for a snapshot being written, closes the log
+	if err := nd.Close(); err != nil { // waits for a snapshot being written, closes the log
 		return fail(stderr, "close: %v", err)
 	}
 	return 0
+}
+
+// reloadCertificate reloads the TLS certificate on SIGHUP; the ledger and
+// open connections stay, a failed reload keeps the certificate in use.
+func reloadCertificate(certs *certReloader, logger zerolog.Logger, stderr io.Writer) {
+	if certs == nil {
+		logger.Info().Msg("SIGHUP: no TLS certificate to reload")
+		return
+	}
+	if err := certs.reload(); err != nil {
+		logger.Error().Err(err).Msg("SIGHUP: TLS certificate not reloaded; the previous one stays in use")
+		fmt.Fprintf(stderr, "taskledger: TLS certificate not reloaded (the previous one stays in use): %v\n", err)
+		return
+	}
+	logger.Info().Msg("SIGHUP: TLS certificate reloaded")
+	fmt.Fprintf(stderr, "taskledger: TLS certificate reloaded\n")
 }
 
 func loopback(addr string) bool {
@@ -195,7 +226,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		}
 		sec = hexBytes(*secret)
 	}
-	rep, err := app.Verify(store, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()}, sec)
+	rep, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()}, sec)
 	if err != nil {
 		fmt.Fprintf(stderr, "taskledger: verify FAILED: %v\n", err)
 		return 1

@@ -13,18 +13,18 @@ import (
 
 	"github.com/google/uuid"
 
-	"taskledger/cmd/taskledger/app/apptest"
+	"taskledger/node/nodetest"
 )
 
 // opCLI runs the CLI against node n with its admin token in a file.
 type opCLI struct {
 	t                *testing.T
-	n                *apptest.Node
+	n                *nodetest.Node
 	tokenFile, owner string
 }
 
 func newOpCLI(t *testing.T) *opCLI {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	f := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(f, []byte(n.AdminToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -76,20 +76,20 @@ func TestOperatorRunsOneTaskEndToEnd(t *testing.T) {
 	}
 
 	// The device's side, over the API.
-	d := &apptest.Device{N: o.n, ID: devID, Token: devToken, Session: uuid.NewString()}
-	apptest.Must(t, d.Ready(), 200)
+	d := &nodetest.Device{N: o.n, ID: devID, Token: devToken, Session: uuid.NewString()}
+	nodetest.Must(t, d.Ready(), 200)
 	cr, claimTok := d.Claim()
-	apptest.Must(t, cr, 200)
-	gen := apptest.Num(cr.JSON(), "claim_generation")
+	nodetest.Must(t, cr, 200)
+	gen := nodetest.Num(cr.JSON(), "claim_generation")
 	if out := o.ok("task", "list", "--device", devID); !strings.Contains(out, id) || !strings.Contains(out, "CLAIMED") {
 		t.Fatalf("task list --device: %q", out)
 	}
-	sr := d.Call(id, "start", claimTok, map[string]any{"claim_generation": gen, "expected_version": apptest.Num(cr.JSON(), "version")}, "")
-	apptest.Must(t, sr, 200)
-	exec := apptest.Str(sr.JSON(), "execution_id")
-	apptest.Must(t, d.Call(id, "heartbeat", claimTok, map[string]any{"claim_generation": gen, "execution_id": exec, "step": "shoot"}, ""), 200)
-	v := apptest.Num(o.n.Task(id), "version")
-	apptest.Must(t, d.Call(id, "complete", claimTok, map[string]any{"claim_generation": gen, "execution_id": exec,
+	sr := d.Call(id, "start", claimTok, map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(cr.JSON(), "version")}, "")
+	nodetest.Must(t, sr, 200)
+	exec := nodetest.Str(sr.JSON(), "execution_id")
+	nodetest.Must(t, d.Call(id, "heartbeat", claimTok, map[string]any{"claim_generation": gen, "execution_id": exec, "step": "shoot"}, ""), 200)
+	v := nodetest.Num(o.n.Task(id), "version")
+	nodetest.Must(t, d.Call(id, "complete", claimTok, map[string]any{"claim_generation": gen, "execution_id": exec,
 		"expected_version": v, "result": map[string]any{"ok": true}}, ""), 200)
 
 	if out := o.ok("task", "show", id); !strings.Contains(out, "SUCCEEDED") {
@@ -154,12 +154,12 @@ func TestOperatorRecoversAndRevokes(t *testing.T) {
 	o := newOpCLI(t)
 	d := o.n.RegisterDevice()
 	id := o.n.CreateTask(nil)
-	apptest.Must(t, d.Ready(), 200)
+	nodetest.Must(t, d.Ready(), 200)
 	cr, tok := d.Claim()
-	apptest.Must(t, cr, 200)
-	sr := d.Call(id, "start", tok, map[string]any{"claim_generation": apptest.Num(cr.JSON(), "claim_generation"),
-		"expected_version": apptest.Num(cr.JSON(), "version")}, "")
-	apptest.Must(t, sr, 200)
+	nodetest.Must(t, cr, 200)
+	sr := d.Call(id, "start", tok, map[string]any{"claim_generation": nodetest.Num(cr.JSON(), "claim_generation"),
+		"expected_version": nodetest.Num(cr.JSON(), "version")}, "")
+	nodetest.Must(t, sr, 200)
 	r := o.run("task", "recover", id, "--fail")
 	if r.code != 1 || !strings.Contains(r.stderr, "lease_not_expired") {
 		t.Fatalf("recover of a live task: exit %d, stderr %q", r.code, r.stderr)
@@ -194,7 +194,7 @@ func TestOperatorIdempotencyKeyRetries(t *testing.T) {
 }
 
 func TestOperatorNeedsAToken(t *testing.T) {
-	n := apptest.Start(t)
+	n := nodetest.Start(t)
 	t.Setenv("TASKLEDGER_TOKEN", "")
 	t.Setenv("TASKLEDGER_TOKEN_FILE", "")
 	if r := reviewCLI("task", "list", "--server", n.URL); r.code != 2 || !strings.Contains(r.stderr, "TASKLEDGER_TOKEN") {

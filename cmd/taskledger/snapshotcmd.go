@@ -14,9 +14,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
@@ -63,9 +63,9 @@ func keyCheck(store *ledger.Store, secret []byte) ([]byte, error) {
 		return nil, err
 	}
 	if stored != nil && subtle.ConstantTimeCompare(stored, kcv) != 1 {
-		return nil, app.ErrSecret
+		return nil, node.ErrSecret
 	}
-	if err := app.VerifyServerClaims(store, secret, 0); err != nil {
+	if err := node.VerifyServerClaims(store, secret, 0); err != nil {
 		return nil, err
 	}
 	return kcv, nil
@@ -100,7 +100,7 @@ func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
-	l, err := app.LoadProjections(store, cfg, zerolog.New(stderr).Level(zerolog.WarnLevel))
+	l, err := node.LoadProjections(store, cfg, zerolog.New(stderr).Level(zerolog.WarnLevel))
 	if err != nil {
 		return fail(stderr, "load projections: %v", err)
 	}
@@ -113,11 +113,11 @@ func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 }
 
 func writeSnapshot(store *ledger.Store, st *projections.State, kcv []byte) (string, error) {
-	s, err := app.NewSnapshot(st, kcv)
+	s, err := node.NewSnapshot(st, kcv)
 	if err != nil {
 		return "", err
 	}
-	dir := snapshots.Dir(app.DataDir(store))
+	dir := snapshots.Dir(node.DataDir(store))
 	path, err := snapshots.Write(dir, s)
 	if err != nil {
 		return "", err
@@ -150,7 +150,7 @@ func snapshotList(dir string, cfg projections.Config, stdout, stderr io.Writer) 
 		s, err := snapshots.Read(e.Path)
 		if err == nil {
 			schema = fmt.Sprint(s.Schema)
-			err = snapshots.Check(s, app.SnapshotWant(cfg), store)
+			err = snapshots.Check(s, node.SnapshotWant(cfg), store)
 		}
 		if err != nil {
 			status = "refused: " + err.Error()

@@ -1,6 +1,6 @@
 package main_test
 
-// Real-binary tests of issue 3: start-up refusals (wrong, missing and
+// Real-binary tests: start-up refusals (wrong, missing and
 // reused claim-token secrets; a claim lease not shorter than the minimum
 // authorization TTL) and a server-issued claim token that survives a
 // SIGKILL between the claim's commit and its response. Each refusal must

@@ -35,9 +35,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
-	"taskledger/cmd/taskledger/app"
 	"taskledger/commands"
+	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/node"
 	"taskledger/projections"
 )
 
@@ -182,12 +183,12 @@ func main() {
 		log.Fatal("secret constant mismatch")
 	}
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	n, err := app.Open(app.Config{DataDir: *out, Manual: true, Commands: cfg, SnapshotEvery: 100000,
+	n, err := node.Open(node.Config{DataDir: *out, Manual: true, Commands: cfg, SnapshotEvery: 100000,
 		Logger: zerolog.Nop(), Clock: fixedClock(start)})
 	if err != nil {
 		log.Fatal(err)
 	}
-	tok, _ := os.ReadFile(filepath.Join(*out, app.InitialTokenFile))
+	tok, _ := os.ReadFile(filepath.Join(*out, node.InitialTokenFile))
 	srv := httptest.NewServer(n.API.Handler())
 	c := &client{url: srv.URL, admin: strings.TrimSpace(string(tok)), h: srv.Client()}
 
@@ -282,7 +283,7 @@ func main() {
 	if err := n.Close(); err != nil {
 		log.Fatal(err)
 	}
-	os.Remove(filepath.Join(*out, app.InitialTokenFile))
+	os.Remove(filepath.Join(*out, node.InitialTokenFile))
 	if err := writeGolden(*out); err != nil {
 		log.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func writeGolden(dir string) error {
 		if err != nil {
 			return err
 		}
-		if e.Type == projections.EvTaskHeartbeat {
+		if e.Type == events.EvTaskHeartbeat {
 			golden = append([]byte(nil), raw...)
 			return ledger.ErrStop
 		}

@@ -1,0 +1,142 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"taskledger/ledger"
+)
+
+// ErrChain is an event read at start whose hash chain does not hold.
+var ErrChain = errors.New("the log's hash chain is broken")
+
+// ErrLogBehindHead is a log that ends before the head of its last
+// acknowledged commit.
+var ErrLogBehindHead = errors.New("the log ends before the last acknowledged commit")
+
+// checkChain checks every event after from: dense seq, prev_hash chaining
+// from the event before (from itself: the snapshot's seq and hash, or the
+// genesis), and each event's hash recomputed from its content. It stops at
+// the first bad seq and checks that the log's head record is the last
+// event.
+func checkChain(store *ledger.Store, from ledger.Head) error {
+	prev := from
+	err := store.RangeRaw(from.Seq, func(seq uint64, raw []byte) error {
+		if seq != prev.Seq+1 {
+			return fmt.Errorf("%w at seq %d: the next stored event is %d", ErrChain, prev.Seq+1, seq)
+		}
+		e, err := ledger.DecodeEvent(raw)
+		if err != nil {
+			return fmt.Errorf("%w at seq %d: %v", ErrChain, seq, err)
+		}
+		if e.Seq != seq || !bytes.Equal(e.PrevHash, prev.Hash) {
+			return fmt.Errorf("%w at seq %d: prev_hash does not chain from seq %d", ErrChain, seq, prev.Seq)
+		}
+		h, err := ledger.ComputeHash(&e)
+		if err != nil || !bytes.Equal(h, e.Hash) {
+			return fmt.Errorf("%w at seq %d: the event's hash does not match its content (edited?)", ErrChain, seq)
+		}
+		prev = ledger.Head{Seq: seq, Hash: e.Hash, At: e.At}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	head, err := store.Head()
+	if err != nil {
+		return err
+	}
+	if head.Seq != prev.Seq || !bytes.Equal(head.Hash, prev.Hash) {
+		return fmt.Errorf("%w: the head record names seq %d, the events end at seq %d", ErrChain, head.Seq, prev.Seq)
+	}
+	return nil
+}
+
+// HeadFile holds the (seq, hash) of the last committed batch beside the
+// log, outside the bbolt file: if bbolt falls back to an older meta page
+// (the newest one damaged), the log ends before it and start is refused.
+// It is written after each commit (after the log's fsync, so it never
+// names a commit the log does not hold); it is not fsynced itself, so
+// after a power cut it may name an older commit, which refuses nothing.
+const HeadFile = "head"
+
+type headFile struct {
+	f *os.File
+}
+
+// headRecord is fixed width so that each write overwrites the last.
+func headRecord(h ledger.Head) []byte {
+	return fmt.Appendf(nil, "%020d %064x\n", h.Seq, h.Hash)
+}
+
+// checkHeadFile refuses a log that ends before the recorded head, or holds
+// another event at its seq.
+func checkHeadFile(dataDir string, store *ledger.Store, head ledger.Head) error {
+	raw, err := os.ReadFile(filepath.Join(dataDir, HeadFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", HeadFile, err)
+	}
+	seqText, hashText, ok := strings.Cut(strings.TrimSpace(string(raw)), " ")
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if !ok || err != nil || len(hashText) != 64 {
+		return nil // a torn or foreign record names nothing; it is rewritten below
+	}
+	if head.Seq < seq {
+		return fmt.Errorf("%w: %s names seq %d, the log ends at seq %d (bbolt fell back to an older commit, "+
+			"or the log was replaced by an older copy); restore taskledger.db from a backup that holds seq %d",
+			ErrLogBehindHead, HeadFile, seq, head.Seq, seq)
+	}
+	var at []byte
+	err = store.RangeRaw(seq-1, func(s uint64, raw []byte) error {
+		if s == seq {
+			if e, err := ledger.DecodeEvent(raw); err == nil {
+				at = e.Hash
+			}
+		}
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	if seq > 0 && fmt.Sprintf("%064x", at) != hashText {
+		return fmt.Errorf("%w: the event at seq %d is not the one %s recorded", ErrLogBehindHead, seq, HeadFile)
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
+
+func openHeadFile(dataDir string, head ledger.Head) (*headFile, error) {
+	f, err := os.OpenFile(filepath.Join(dataDir, HeadFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", HeadFile, err)
+	}
+	hf := &headFile{f: f}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	hf.write(head)
+	return hf, nil
+}
+
+// write records a committed head (errors only lose the extra check).
+func (hf *headFile) write(h ledger.Head) {
+	if hf != nil {
+		_, _ = hf.f.WriteAt(headRecord(h), 0)
+	}
+}
+
+func (hf *headFile) close() {
+	if hf != nil {
+		_ = hf.f.Close()
+	}
+}

@@ -1,0 +1,175 @@
+package node_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the module root, one level up from node/.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s", root)
+	}
+	return root
+}
+
+// goFiles returns every non-test Go file of the module, relative to root.
+func goFiles(t *testing.T, root string) []string {
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func allowed(rel string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(rel, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPackageBoundaries keeps each dependency inside the package that owns
+// it (STYLE.md §1): bbolt in ledger/ and snapshots/ (plus the benchmark's
+// raw baseline and the device client's local state), Echo in api/.
+func TestPackageBoundaries(t *testing.T) {
+	root := repoRoot(t)
+	rules := map[string][]string{
+		"go.etcd.io/bbolt":            {"ledger/", "snapshots/", "bench/", "client/"},
+		"github.com/labstack/echo/v4": {"api/"},
+		"net/http":                    {"api/", "bench/", "client/", "cmd/", "node/"},
+	}
+	fset := token.NewFileSet()
+	for _, rel := range goFiles(t, root) {
+		f, err := parser.ParseFile(fset, filepath.Join(root, rel), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			for dep, owners := range rules {
+				if (path == dep || strings.HasPrefix(path, dep+"/")) && !allowed(rel, owners) {
+					t.Errorf("%s imports %s; only %v may", rel, path, owners)
+				}
+			}
+		}
+	}
+}
+
+// TestDomainHasNoHTTP keeps HTTP above the domain: the transitive imports
+// (go list -deps) of the packages that decide, fold, store and encode
+// contain neither net/http nor Echo; api/ maps domain outcomes to HTTP.
+func TestDomainHasNoHTTP(t *testing.T) {
+	root := repoRoot(t)
+	core := []string{"./projections", "./commands", "./ledger", "./snapshots", "./events"}
+	if _, err := os.Stat(filepath.Join(root, "wire")); err == nil {
+		core = append(core, "./wire")
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps"}, core...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "net/http" || strings.HasPrefix(dep, "net/http/") || strings.HasPrefix(dep, "github.com/labstack/") {
+			t.Errorf("a core package depends on %s", dep)
+		}
+	}
+}
+
+// TestNothingImportsCmd keeps cmd/ a leaf: the node is the library
+// (node/), and no package outside cmd/ imports one under it.
+func TestNothingImportsCmd(t *testing.T) {
+	root := repoRoot(t)
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasPrefix(rel, "cmd/") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, "taskledger/cmd/") {
+				t.Errorf("%s imports %s; only cmd/ may", rel, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoWallClock keeps time.Now() out of decisions (STYLE.md §4): the
+// clock is injected. Allowed: the clock itself, measurements marked with a
+// `tl:wallclock` comment on the same line, the benchmark and the device
+// client (which has its own clock and never decides server state).
+func TestNoWallClock(t *testing.T) {
+	root := repoRoot(t)
+	fset := token.NewFileSet()
+	for _, rel := range goFiles(t, root) {
+		if allowed(rel, []string{"commands/config.go", "bench/", "client/"}) {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, rel, src, parser.ParseComments)
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		lines := strings.Split(string(src), "\n")
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Now" {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "time" {
+				line := fset.Position(sel.Pos()).Line
+				if !strings.Contains(lines[line-1], "tl:wallclock") {
+					t.Errorf("%s:%d calls time.Now(); use the injected clock", rel, line)
+				}
+			}
+			return true
+		})
+	}
+}

@@ -1,0 +1,317 @@
+// Package node assembles a taskledger node: the ledger file, the
+// projections loaded from it, the sequencer and the HTTP interface. The
+// serve command, the benchmark and the end-to-end tests all start nodes
+// through it.
+package node
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"taskledger/api"
+	"taskledger/commands"
+	"taskledger/events"
+	"taskledger/ledger"
+	"taskledger/projections"
+	"taskledger/snapshots"
+)
+
+// InitialTokenFile is written on the first start on an empty data directory.
+const InitialTokenFile = "initial-admin-token"
+
+// Config is a node's configuration.
+type Config struct {
+	DataDir       string
+	Manual        bool // --clock=manual
+	Commands      commands.Config
+	SnapshotEvery uint64
+	Logger        zerolog.Logger
+	NoSync        bool           // benchmarks only
+	Clock         commands.Clock // nil: wall clock
+	// Stderr receives operator messages (where the initial token is).
+	Stderr func(format string, args ...any)
+	// SnapshotWritten, when set, is told about every snapshot the running
+	// node writes (seq and path) or fails to write (err).
+	SnapshotWritten func(seq uint64, path string, err error)
+	// WrapLog, when set, wraps the log the sequencer appends to (tests
+	// that hold a commit in flight).
+	WrapLog func(commands.Log) commands.Log
+}
+
+// Node is a running ledger.
+type Node struct {
+	Store   *ledger.Store
+	Blobs   *ledger.Blobs
+	Engine  *commands.Engine
+	API     *api.Server
+	Metrics *api.Metrics
+	// Loaded says how the projections were loaded at start.
+	Loaded *Loaded
+	cfg    Config
+	head   *headFile
+	snap   *snapshotter
+}
+
+// Errors of start-up refusals.
+var (
+	ErrManualLedger = errors.New("this ledger was served with --clock=manual; serve it with --clock=manual (test ledgers never return to the wall clock)")
+	ErrSecret       = errors.New("the claim-token secret does not reproduce the server-issued claims in the log")
+	ErrSecretReused = errors.New("the claim-token secret equals an admin or device token")
+	ErrNoSecret     = errors.New("the log holds server-issued claims: --claim-token-secret is required")
+)
+
+// Open opens (creating if needed) the ledger in cfg.DataDir and starts a
+// node on it. Refusals leave the data directory as it was.
+func Open(cfg Config) (*Node, error) {
+	if cfg.Stderr == nil {
+		cfg.Stderr = func(string, ...any) {}
+	}
+	if err := checkLogPresent(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	fresh := !ledger.Exists(cfg.DataDir)
+	store, err := ledger.Open(cfg.DataDir, ledger.Options{NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, err
+	}
+	n, err := open(cfg, store, fresh)
+	if err != nil {
+		store.Close()
+		if fresh {
+			os.Remove(filepath.Join(cfg.DataDir, ledger.FileName))
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
+	mc, err := store.ManualClock()
+	if err != nil {
+		return nil, err
+	}
+	if mc.Enabled && !cfg.Manual {
+		return nil, ErrManualLedger
+	}
+	metrics := api.NewMetrics()
+	start := time.Now() //tl:wallclock replay-duration metric
+	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
+	loaded, err := LoadProjections(store, pcfg, cfg.Logger)
+	if err != nil {
+		// A log that does not replay: name its first damaged event when
+		// the hash chain shows one.
+		if cerr := checkChain(store, ledger.GenesisHead()); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	state := loaded.State
+	from := ledger.GenesisHead()
+	if loaded.Snapshot != nil {
+		from = ledger.Head{Seq: loaded.Snapshot.Seq, Hash: loaded.Snapshot.Hash}
+	}
+	if err := checkChain(store, from); err != nil {
+		return nil, err
+	}
+	if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
+		return nil, err
+	}
+	metrics.ObserveReplay(time.Since(start))
+	admins, err := store.AdminTokens()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
+		return nil, err
+	}
+	blobs, err := ledger.OpenBlobs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	// The data directory's layout (operations.md) has snapshots/ from the
+	// first start on, before the first snapshot is written into it.
+	if err := os.MkdirAll(snapshots.Dir(cfg.DataDir), 0o700); err != nil {
+		return nil, fmt.Errorf("snapshot directory: %w", err)
+	}
+	if fresh {
+		tok, err := api.NewAdminToken()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(cfg.DataDir, InitialTokenFile)
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
+		}
+		h := sha256.Sum256([]byte(tok))
+		if err := store.PutAdminToken("initial", h[:]); err != nil {
+			return nil, err
+		}
+		admins["initial"] = h[:]
+		cfg.Stderr("created a new ledger; the initial admin token is in %s (mode 0600)\n", path)
+	}
+	var manual *commands.ManualClock
+	clock := cfg.Clock
+	if clock == nil {
+		clock = commands.WallClock{}
+	}
+	if cfg.Manual {
+		at := max(commands.Ms(clock.Now()), state.Head.At)
+		if mc.Enabled {
+			at = max(mc.Now, state.Head.At)
+		}
+		manual = commands.NewManualClock(time.UnixMilli(at))
+		if !mc.Enabled || mc.Now != at {
+			if err := store.Append(&ledger.Batch{Expected: state.Head, ManualClock: &ledger.ManualClock{Enabled: true, Now: at}}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	load := func() (*projections.State, error) { return Load(store, pcfg, cfg.Logger) }
+	var kcv []byte
+	if cfg.Commands.ClaimSecret != nil {
+		kcv = commands.SecretCheck(cfg.Commands.ClaimSecret)
+	}
+	var last uint64
+	if loaded.Snapshot != nil {
+		last = loaded.Snapshot.Seq
+	}
+	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
+	observe := observeLeases(metrics)
+	commits := api.NewNotifier()
+	hf, err := openHeadFile(cfg.DataDir, state.Head)
+	if err != nil {
+		return nil, err
+	}
+	var log commands.Log = store
+	if cfg.WrapLog != nil {
+		log = cfg.WrapLog(store)
+	}
+	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
+		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
+		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
+			hf.write(head)
+			snap.committed(head)
+			observe(events, bodies)
+			commits.Notify()
+		}})
+	snap.start(eng)
+	switch {
+	case loaded.Snapshot == nil && len(loaded.Refused) > 0 && state.Head.Seq > 0:
+		// Rebuilt because no snapshot could be trusted (a schema change,
+		// say): write a fresh one now so the next start is fast again.
+		if _, err := snap.take(true); err != nil {
+			cfg.Logger.Warn().Err(err).Msg("could not write a fresh snapshot after the rebuild")
+		}
+	case cfg.SnapshotEvery > 0 && state.Head.Seq >= last+cfg.SnapshotEvery:
+		snap.trigger()
+	}
+	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, AdminTokens: admins, ManualClock: cfg.Manual,
+		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits})
+	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, cfg: cfg, snap: snap, head: hf}, nil
+}
+
+// Load builds the projections from the newest valid snapshot and the log
+// after it (or the whole log), and the soft records.
+func Load(store *ledger.Store, cfg projections.Config, log zerolog.Logger) (*projections.State, error) {
+	l, err := LoadProjections(store, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return l.State, nil
+}
+
+// checkSecret refuses a claim-token secret that equals a stored token hash,
+// does not reproduce the stored key-check value or the server-issued claims
+// of the log, or is missing while the log holds server-issued claims.
+//
+// Every server-issued claim after the snapshot the projections were loaded
+// from is recomputed; the ones it covers only when the snapshot does not
+// record that they were verified under this secret's key-check value.
+func checkSecret(store *ledger.Store, l *Loaded, admins map[string][]byte, secret []byte) error {
+	s := l.State
+	kcv, err := store.SecretCheck()
+	if err != nil {
+		return err
+	}
+	if secret == nil {
+		if kcv != nil || s.ServerClaims > 0 {
+			return ErrNoSecret
+		}
+		return nil
+	}
+	hexText := hex.EncodeToString(secret)
+	forbidden := map[string]bool{commands.HashToken(hexText): true, commands.HashToken(string(secret)): true}
+	for _, h := range admins {
+		if forbidden[hex.EncodeToString(h)] {
+			return ErrSecretReused
+		}
+	}
+	for _, d := range s.Devices {
+		if forbidden[d.TokenHash] {
+			return ErrSecretReused
+		}
+	}
+	mine := commands.SecretCheck(secret)
+	if kcv != nil && subtle.ConstantTimeCompare(kcv, mine) != 1 {
+		return ErrSecret
+	}
+	return VerifyServerClaims(store, secret, claimsVerifiedThrough(l, mine))
+}
+
+// claimsVerifiedThrough is the seq up to which the server-issued claims
+// need no recomputing at start: the snapshot's, when it covers none or
+// records that they were verified under the key-check value kcv; else 0.
+func claimsVerifiedThrough(l *Loaded, kcv []byte) uint64 {
+	snap := l.Snapshot
+	if snap == nil {
+		return 0
+	}
+	if l.SnapshotServerClaims == 0 || (snap.KeyCheck != nil && subtle.ConstantTimeCompare(snap.KeyCheck, kcv) == 1) {
+		return snap.Seq
+	}
+	return 0
+}
+
+// VerifyServerClaims recomputes every server-issued claim after seq from
+// its nonce and compares its hash in constant time.
+func VerifyServerClaims(src projections.Source, secret []byte, after uint64) error {
+	return src.Range(after, func(e *ledger.Event) error {
+		if e.Type != events.EvTaskClaimed {
+			return nil
+		}
+		b, err := events.DecodeBody(e.Type, e.Schema, e.Body)
+		if err != nil {
+			return err
+		}
+		c := b.(*events.TaskClaimed)
+		if c.TokenOrigin != events.TokenServer {
+			return nil
+		}
+		tok := commands.ServerToken(secret, c.DeviceID, c.TaskID, c.AuthorizationID, c.Generation, c.Nonce)
+		if subtle.ConstantTimeCompare([]byte(commands.HashToken(tok)), []byte(c.TokenHash)) != 1 {
+			return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
+		}
+		return nil
+	})
+}
+
+// Close stops the sequencer (finishing its batch) and closes the ledger.
+func (n *Node) Close() error {
+	n.API.Stopping()
+	n.Engine.Close()
+	n.snap.close()
+	n.head.close()
+	return n.Store.Close()
+}
+
+// Snapshot writes a snapshot of the committed projections now (unless the
+// newest one already covers them) and returns its path.
+func (n *Node) Snapshot() (string, error) { return n.snap.take(true) }

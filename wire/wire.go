@@ -1,0 +1,49 @@
+// Package wire holds what the server (api/) and the device client
+// (client/) must agree on byte for byte: the task states as they appear in
+// documents, the time layout of every time the server writes, and the
+// form of identifiers (canonical lowercase UUIDv4). It imports nothing of
+// the server and nothing outside the standard library.
+package wire
+
+import (
+	"regexp"
+	"time"
+)
+
+// Task states as written in task documents (domain states; projections and
+// client both define theirs from these).
+const (
+	// StatePending: waiting for a device to claim it.
+	StatePending = "PENDING"
+	// StateClaimed: a device holds a claim lease and has not started.
+	StateClaimed = "CLAIMED"
+	// StateRunning: a device is executing under a running lease.
+	StateRunning = "RUNNING"
+	// StateWaitingConfirmation: the execution paused for a confirmation.
+	StateWaitingConfirmation = "WAITING_CONFIRMATION"
+	// StateSucceeded: the execution completed with a result (terminal).
+	StateSucceeded = "SUCCEEDED"
+	// StateFailed: the execution or a recovery failed the task (terminal).
+	StateFailed = "FAILED"
+	// StateCanceled: an operator or a cancel-ack ended the task (terminal).
+	StateCanceled = "CANCELED"
+)
+
+// AllStates lists every task state, in the order of the state machine.
+func AllStates() []string {
+	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
+		StateSucceeded, StateFailed, StateCanceled}
+}
+
+// TimeLayout is the wire format of every time the server writes: RFC 3339,
+// UTC, exactly three fractional digits.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatMillis writes Unix milliseconds in TimeLayout.
+func FormatMillis(ms int64) string { return time.UnixMilli(ms).UTC().Format(TimeLayout) }
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// IsUUID reports whether s is a canonical lowercase UUIDv4 (version 4,
+// RFC 4122 variant, 36 characters, lowercase hex).
+func IsUUID(s string) bool { return uuidRE.MatchString(s) }
