@@ -110,6 +110,7 @@ func New(o Options) *Server {
 	e.GET("/favicon.ico", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/favicon.svg") })
 
 	v1 := e.Group("/api/v1")
+	v1.GET("/openapi.json", openapiDoc)
 	dev := v1.Group("/device", s.authenticate(true))
 	dev.POST("/heartbeat", s.presence)
 	dev.POST("/tasks/claim-next", s.claimNext)

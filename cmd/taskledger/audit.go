@@ -20,23 +20,6 @@ import (
 // snapshot create/list and projections rebuild. Each opens the ledger
 // itself, so each refuses to run while a server holds it.
 
-func init() {
-	prev := runMore
-	runMore = func(args []string, stdout, stderr io.Writer) (int, bool) {
-		switch args[0] {
-		case "history":
-			return cmdHistory(args[1:], stdout, stderr), true
-		case "export":
-			return cmdExport(args[1:], stdout, stderr), true
-		case "snapshot":
-			return cmdSnapshot(args[1:], stdout, stderr), true
-		case "projections":
-			return cmdProjections(args[1:], stdout, stderr), true
-		}
-		return prev(args, stdout, stderr)
-	}
-}
-
 // openLedger opens the ledger of an offline command. readOnly takes the
 // shared lock (readers); otherwise the exclusive one, which also keeps a
 // server from starting meanwhile. On failure it prints the reason and

@@ -21,16 +21,6 @@ import (
 // Bundle is the audit bundle's document (ledger/transparency).
 type Bundle = transparency.Bundle
 
-func init() {
-	prev := runMore
-	runMore = func(args []string, stdout, stderr io.Writer) (int, bool) {
-		if args[0] == "audit-bundle" {
-			return cmdAuditBundle(args[1:], stdout, stderr), true
-		}
-		return prev(args, stdout, stderr)
-	}
-}
-
 // cmdAuditBundle writes a task's audit bundle from a stopped ledger:
 // `audit-bundle --task ID --out FILE [--data DIR]`. The proofs are against
 // the latest stored checkpoint when it covers the task's events, else

@@ -17,16 +17,6 @@ import (
 	"taskledger/bench"
 )
 
-func init() {
-	prev := runMore
-	runMore = func(args []string, stdout, stderr io.Writer) (int, bool) {
-		if len(args) > 0 && args[0] == "bench" {
-			return cmdBench(args[1:], stdout, stderr), true
-		}
-		return prev(args, stdout, stderr)
-	}
-}
-
 // rawWriters are the group-commit baselines every raw run measures.
 var rawWriters = []int{64, 256}
 

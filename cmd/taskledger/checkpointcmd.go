@@ -18,21 +18,6 @@ import (
 // --consistency (offline) and audit-verify --consistency (no ledger, no
 // network).
 
-func init() {
-	prev := runMore
-	runMore = func(args []string, stdout, stderr io.Writer) (int, bool) {
-		switch args[0] {
-		case "checkpoint-key":
-			return cmdCheckpointKey(args[1:], stdout, stderr), true
-		case "audit-proof":
-			return cmdAuditProof(args[1:], stdout, stderr), true
-		case "audit-verify":
-			return cmdAuditVerify(args[1:], stdout, stderr), true
-		}
-		return prev(args, stdout, stderr)
-	}
-}
-
 // cmdCheckpointKey prints the checkpoint key's verifier string:
 // `checkpoint-key export [--data DIR]`. It reads the key file only.
 func cmdCheckpointKey(args []string, stdout, stderr io.Writer) int {

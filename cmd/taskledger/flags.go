@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"taskledger/commands"
@@ -37,12 +38,47 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Flags (before or after the arguments):\n")
+		fs.VisitAll(func(f *flag.Flag) {
+			typ, usage := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if typ != "" {
+				line += " " + typ
+			}
+			line += "\n      " + usage
+			if f.DefValue != "" && f.DefValue != "false" {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			}
+			envMu.Lock()
+			env := envFlags[f.Name]
+			envMu.Unlock()
+			if env {
+				line += " [env " + envName(f.Name) + "]"
+			}
+			fmt.Fprintln(fs.Output(), line)
+		})
+	}
 	return fs
+}
+
+// envFlags are the flag names that have an environment fallback (every
+// flag registered with envDefault).
+var (
+	envMu    sync.Mutex
+	envFlags = map[string]bool{}
+)
+
+func envName(flagName string) string {
+	return "TASKLEDGER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // envDefault returns TASKLEDGER_<NAME> or def.
 func envDefault(name, def string) string {
-	if v, ok := os.LookupEnv("TASKLEDGER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+	envMu.Lock()
+	envFlags[name] = true
+	envMu.Unlock()
+	if v, ok := os.LookupEnv(envName(name)); ok {
 		return v
 	}
 	return def

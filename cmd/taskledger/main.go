@@ -17,67 +17,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"taskledger/api"
-	"taskledger/client/agent"
 	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/projections"
 )
 
-const usage = `usage: taskledger <command> [flags]
-
-commands:
-  serve                      run the server
-  admin-token create NAME    create an admin token (printed on stdout)
-  admin-token revoke NAME    revoke an admin token
-  verify                     check the log: hash chain, seq, invariants, snapshots
-  history TASK_ID [--json]   a task's full history
-  export [--after SEQ] --format ndjson
-                             the log as NDJSON (one event a line, no secrets)
-  snapshot create|list       snapshots on demand / the snapshots and their status
-  projections rebuild        full replay from the log, then a fresh snapshot
-  bench                      the load generator: raw bbolt baselines, the ledger in process
-                             and over HTTP (--devices, --duration, --mode, --url, --admin-token)
-  checkpoint-key export      the checkpoint key's public verifier string
-  audit-proof --consistency --from A --to B
-                             a consistency proof between two tree sizes (JSON)
-  audit-verify --consistency OLD NEW --proof FILE --key VERIFIER
-                             check offline that the log of NEW extends the log of OLD
-  agent ...                  the device agent (enroll, run, status, resolve)
-
-every command takes --data DIR (default ./data)
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
-
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "serve":
-		return cmdServe(args[1:], stderr)
-	case "admin-token":
-		return cmdAdminToken(args[1:], stdout, stderr)
-	case "verify":
-		return cmdVerify(args[1:], stdout, stderr)
-	case "agent":
-		return agent.Main(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	if code, ok := runMore(args, stdout, stderr); ok {
-		return code
-	}
-	fmt.Fprintf(stderr, "taskledger: unknown command %q\n\n%s", args[0], usage)
-	return 2
-}
-
-// runMore dispatches the subcommands defined in other files.
-var runMore = func(args []string, stdout, stderr io.Writer) (int, bool) { return 0, false }
 
 func fail(stderr io.Writer, format string, args ...any) int {
 	fmt.Fprintf(stderr, "taskledger: "+format+"\n", args...)

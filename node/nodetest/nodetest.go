@@ -65,7 +65,7 @@ func Start(t testing.TB, opts ...Option) *Node {
 		t.Fatalf("nodetest: open node: %v", err)
 	}
 	tok, _ := os.ReadFile(filepath.Join(cfg.DataDir, node.InitialTokenFile))
-	srv := httptest.NewServer(n.API.Handler())
+	srv := httptest.NewServer(validating(n.API.Handler(), t.Errorf))
 	tn := &Node{Node: n, T: t, Dir: cfg.DataDir, URL: srv.URL, AdminToken: strings.TrimSpace(string(tok)),
 		HTTP: srv.Client(), server: srv}
 	t.Cleanup(func() { tn.Close() })

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"taskledger/api"
+)
+
+// `taskledger events`, and the --server forms of `history` and `export`:
+// the log read through the API.
+
+// eventsPage is one answer of GET /admin/events.
+type eventsPage struct {
+	Events    []json.RawMessage `json:"events"`
+	NextAfter uint64            `json:"next_after"`
+}
+
+// pageEvents calls fn for every event after `after`, page by page, and
+// returns the last seq seen.
+func pageEvents(c *client, after uint64, fn func(json.RawMessage) error) (uint64, error) {
+	for {
+		var p eventsPage
+		if err := c.getJSON("/admin/events?after="+strconv.FormatUint(after, 10)+"&limit=1000", &p); err != nil {
+			return after, err
+		}
+		for _, e := range p.Events {
+			if err := fn(e); err != nil {
+				return after, err
+			}
+		}
+		if len(p.Events) == 0 {
+			return after, nil
+		}
+		after = p.NextAfter
+	}
+}
+
+func writeNDJSON(w *bufio.Writer) func(json.RawMessage) error {
+	return func(e json.RawMessage) error {
+		var buf []byte
+		buf = append(buf, e...)
+		if _, err := w.Write(compactJSON(buf)); err != nil {
+			return err
+		}
+		return w.WriteByte('\n')
+	}
+}
+
+func compactJSON(b []byte) []byte {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+func eventsCmd(stdout, _ io.Writer) *cobra.Command {
+	var r remoteFlags
+	var after uint64
+	var follow bool
+	var poll time.Duration
+	c := &cobra.Command{Use: "events [--after SEQ] [--follow]", Short: "the log as NDJSON through the API",
+		Long: "Print the committed events after --after as NDJSON (one event a line, seq ascending), read through a running server. --follow keeps waiting for new events (polling every --poll) until interrupted.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			w := bufio.NewWriter(stdout)
+			defer w.Flush()
+			for {
+				last, err := pageEvents(cl, after, writeNDJSON(w))
+				if err != nil {
+					return err
+				}
+				after = last
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				if !follow {
+					return nil
+				}
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(poll):
+				}
+			}
+		}}
+	r.register(c.Flags())
+	c.Flags().Uint64Var(&after, "after", 0, "start after this seq")
+	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events as they are committed")
+	c.Flags().DurationVar(&poll, "poll", time.Second, "with --follow: how often to ask for new events")
+	return c
+}
+
+// remoteFlagsFrom parses the connection flags out of a legacy command's
+// args (for `history`/`export` with --server) and returns the rest.
+func remoteFlagsFrom(args []string) (*remoteFlags, []string, error) {
+	var r remoteFlags
+	fs := newFlagSet("remote", io.Discard)
+	fs.StringVar(&r.server, "server", "", "")
+	fs.StringVar(&r.tokenFile, "token-file", "", "")
+	fs.StringVar(&r.caFile, "ca-file", "", "")
+	fs.BoolVar(&r.json, "json", false, "")
+	after := fs.Uint64("after", 0, "")
+	format := fs.String("format", "ndjson", "")
+	fs.String("data", "", "")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if *format != "ndjson" {
+		return nil, nil, fmt.Errorf("--format %q is not supported (use ndjson)", *format)
+	}
+	return &r, append([]string{strconv.FormatUint(*after, 10)}, pos...), nil
+}
+
+// cmdHistoryAny is `history`: through the API with --server, else offline.
+func cmdHistoryAny(args []string, stdout, stderr io.Writer) int {
+	if !remoteRequested(args) {
+		return cmdHistory(args, stdout, stderr)
+	}
+	r, rest, err := remoteFlagsFrom(args)
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if len(rest) != 2 {
+		fmt.Fprintln(stderr, "usage: taskledger history TASK_ID [--json] --server URL")
+		return 2
+	}
+	c, err := r.client()
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if err := remoteHistory(c, rest[1], r.json, stdout); err != nil {
+		return fail(stderr, "%v", err)
+	}
+	return 0
+}
+
+// cmdExportAny is `export`: through the API with --server, else offline.
+func cmdExportAny(args []string, stdout, stderr io.Writer) int {
+	if !remoteRequested(args) {
+		return cmdExport(args, stdout, stderr)
+	}
+	r, rest, err := remoteFlagsFrom(args)
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(stderr, "usage: taskledger export [--after SEQ] --format ndjson --server URL")
+		return 2
+	}
+	after, _ := strconv.ParseUint(rest[0], 10, 64)
+	c, err := r.client()
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	if _, err := pageEvents(c, after, writeNDJSON(w)); err != nil {
+		w.Flush()
+		return fail(stderr, "%v", err)
+	}
+	if err := w.Flush(); err != nil {
+		return fail(stderr, "%v", err)
+	}
+	return 0
+}
+
+// remoteHistory prints GET /admin/tasks/{id}/events like the offline
+// history.
+func remoteHistory(c *client, id string, asJSON bool, stdout io.Writer) error {
+	_, raw, err := c.do("GET", "/admin/tasks/"+url.PathEscape(id)+"/events", nil, "")
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Events []*api.EventJSON `json:"events"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return err
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"task_id": id, "events": doc.Events})
+	}
+	fmt.Fprintf(w, "task %s: %d events\n", id, len(doc.Events))
+	for _, e := range doc.Events {
+		fmt.Fprintf(w, "seq %-8d %s  %-28s %-40s %s\n", e.Seq, e.At, e.Type+schemaSuffix(e.Schema), actorText(e.Actor), bodyText(e.Body))
+	}
+	return nil
+}
