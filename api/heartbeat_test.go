@@ -11,28 +11,22 @@ import (
 
 // running is a started task and the calls its holder makes.
 type running struct {
-	n       *nodetest.Node
-	d       *nodetest.Device
-	id, tok string
-	exec    string
+	*nodetest.Run
+	n *nodetest.Node
 }
 
 func startRunning(t *testing.T, n *nodetest.Node) *running {
 	t.Helper()
-	d := ctReadyDevice(t, n)
-	id := n.CreateTask(nil)
-	_, tok, _ := ctClaim(t, d)
-	return &running{n: n, d: d, id: id, tok: tok, exec: ctStart(t, d, id, tok, 1)}
+	return &running{Run: n.StartTask(t, ctReadyDevice(t, n), nil), n: n}
 }
 
 func (r *running) beat(step, key string) *nodetest.Resp {
-	return r.d.Call(r.id, "heartbeat", r.tok, map[string]any{"claim_generation": 1, "execution_id": r.exec, "step": step}, key)
+	return r.D.Call(r.TaskID, "heartbeat", r.Token, map[string]any{"claim_generation": 1, "execution_id": r.ExecutionID, "step": step}, key)
 }
 
 func (r *running) complete() *nodetest.Resp {
-	v := nodetest.Num(r.n.Task(r.id), "version")
-	return r.d.Call(r.id, "complete", r.tok, map[string]any{"claim_generation": 1, "execution_id": r.exec,
-		"expected_version": v, "result": map[string]any{"ok": true}}, "")
+	v := nodetest.Num(r.n.Task(r.TaskID), "version")
+	return r.Act("complete", map[string]any{"expected_version": v, "result": map[string]any{"ok": true}})
 }
 
 // lastEvent is the newest event of the log as the admin events route
@@ -83,7 +77,7 @@ func TestHeartbeatWithSameStepAppendsNoEvent(t *testing.T) {
 			nodetest.Str(m, "step") != "download" || nodetest.Str(m, "state") != "RUNNING" {
 			t.Fatalf("quiet heartbeat answer: %s", hb.Body)
 		}
-		ex := n.Task(r.id)["execution"].(map[string]any)
+		ex := n.Task(r.TaskID)["execution"].(map[string]any)
 		if nodetest.Str(ex, "lease_expires_at") != nodetest.Str(m, "lease_expires_at") {
 			t.Fatalf("detail lease %v, answered %s", ex["lease_expires_at"], nodetest.Str(m, "lease_expires_at"))
 		}
@@ -136,8 +130,8 @@ func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
 	lease := rfc(t, nodetest.Str(first.JSON(), "lease_expires_at"))
 
 	n = n.Restart()
-	r.n, r.d.N = n, n
-	ex := n.Task(r.id)["execution"].(map[string]any)
+	r.n, r.D.N = n, n
+	ex := n.Task(r.TaskID)["execution"].(map[string]any)
 	if !rfc(t, nodetest.Str(ex, "lease_expires_at")).Equal(lease) {
 		t.Fatalf("after restart the lease is %v, want %v", ex["lease_expires_at"], lease)
 	}

@@ -40,17 +40,10 @@ func every(n uint64) nodetest.Option { return func(c *node.Config) { c.SnapshotE
 // (create, claim, start, heartbeat, complete, plus register on first use).
 func work(t *testing.T, n *nodetest.Node, d *nodetest.Device) string {
 	t.Helper()
-	id := n.CreateTask(map[string]any{"w": 1})
-	nodetest.Must(t, d.Ready(), 200)
-	r, tok := d.Claim()
-	nodetest.Must(t, r, 200)
-	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	nodetest.Must(t, s, 200)
-	ex := nodetest.Str(s.JSON(), "execution_id")
-	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}, ""), 200)
-	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
-		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
-	return id
+	r := n.StartTask(t, d, map[string]any{"w": 1})
+	nodetest.Must(t, r.Beat("s"), 200)
+	nodetest.Must(t, r.Complete(map[string]any{"ok": true}), 200)
+	return r.TaskID
 }
 
 func canonical(t *testing.T, n *nodetest.Node) []byte {

@@ -15,19 +15,12 @@ import (
 func succeededHistory(t *testing.T) []ledger.Event {
 	t.Helper()
 	n := nodetest.Start(t)
-	d := n.RegisterDevice()
-	id := n.CreateTask(map[string]any{"job": "rules"})
-	nodetest.Must(t, d.Ready(), 200)
-	r, tok := d.Claim()
-	nodetest.Must(t, r, 200)
-	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	nodetest.Must(t, s, 200)
-	ex := nodetest.Str(s.JSON(), "execution_id")
+	run := n.StartTask(t, n.RegisterDevice(), map[string]any{"job": "rules"})
+	id := run.TaskID
 	for range 3 {
-		nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
+		nodetest.Must(t, run.Beat("typing"), 200)
 	}
-	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
-		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
+	nodetest.Must(t, run.Complete(map[string]any{"ok": true}), 200)
 	n.Close()
 	store, err := ledger.Open(n.Dir, ledger.Options{ReadOnly: true})
 	if err != nil {

@@ -82,17 +82,10 @@ func TestAuditBundleRefusesBadUse(t *testing.T) {
 
 func TestAuditBundleOfASucceededTaskVerifies(t *testing.T) {
 	n := nodetest.Start(t)
-	d := n.RegisterDevice()
-	id := n.CreateTask(map[string]any{"job": "audit"})
-	nodetest.Must(t, d.Ready(), 200)
-	r0, tok := d.Claim()
-	nodetest.Must(t, r0, 200)
-	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	nodetest.Must(t, s, 200)
-	ex := nodetest.Str(s.JSON(), "execution_id")
-	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "typing"}, ""), 200)
-	nodetest.Must(t, d.Call(id, "complete", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
-		"expected_version": 3, "result": map[string]any{"ok": true}}, ""), 200)
+	run := n.StartTask(t, n.RegisterDevice(), map[string]any{"job": "audit"})
+	id := run.TaskID
+	nodetest.Must(t, run.Beat("typing"), 200)
+	nodetest.Must(t, run.Complete(map[string]any{"ok": true}), 200)
 	n.Close()
 	file, _ := writeBundle(t, n.Dir, id)
 	r := reviewCLI("audit-verify", file)
@@ -105,29 +98,16 @@ func TestAuditBundleOfASucceededTaskVerifies(t *testing.T) {
 // too: each history passes the task's own rules from the bundle alone.
 func TestAuditBundlesOfFailedRecoveredAndLateTasksVerify(t *testing.T) {
 	n := nodetest.Start(t)
-	run := func() (*nodetest.Device, string, string, string) {
-		d := n.RegisterDevice()
-		id := n.CreateTask(map[string]any{"job": "audit"})
-		nodetest.Must(t, d.Ready(), 200)
-		r, tok := d.Claim()
-		nodetest.Must(t, r, 200)
-		s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-		nodetest.Must(t, s, 200)
-		return d, id, tok, nodetest.Str(s.JSON(), "execution_id")
-	}
-	d, failed, tok, ex := run()
-	nodetest.Must(t, d.Call(failed, "fail", tok, map[string]any{"claim_generation": 1, "execution_id": ex,
-		"expected_version": 3, "reason_code": "exit_7", "detail": "exited 7"}, ""), 200)
-	ld, late, ltok, lex := run()
-	rd, recovered, _, _ := run()
-	_ = rd
+	failed := n.StartTask(t, n.RegisterDevice(), map[string]any{"job": "fails"})
+	nodetest.Must(t, failed.Act("fail", map[string]any{"expected_version": 3, "reason_code": "exit_7", "detail": "exited 7"}), 200)
+	late := n.StartTask(t, n.RegisterDevice(), map[string]any{"job": "late"})
+	recovered := n.StartTask(t, n.RegisterDevice(), map[string]any{"job": "lost"})
 	n.Advance(2 * time.Minute) // both running leases end
-	nodetest.Must(t, ld.Call(late, "complete", ltok, map[string]any{"claim_generation": 1, "execution_id": lex,
-		"expected_version": 3, "result": map[string]any{"late": true}}, ""), 409, "lease_expired")
-	nodetest.Must(t, n.Do("POST", "/api/v1/admin/tasks/"+recovered+"/recover", n.AdminToken,
+	nodetest.Must(t, late.Complete(map[string]any{"late": true}), 409, "lease_expired")
+	nodetest.Must(t, n.Do("POST", "/api/v1/admin/tasks/"+recovered.TaskID+"/recover", n.AdminToken,
 		map[string]any{"decision": "requeue", "reason": "device lost", "expected_version": 3}, nil), 200)
 	n.Close()
-	for id, want := range map[string]string{failed: "task.failed", late: "task.late_report", recovered: "task.recovered"} {
+	for id, want := range map[string]string{failed.TaskID: "task.failed", late.TaskID: "task.late_report", recovered.TaskID: "task.recovered"} {
 		file, _ := writeBundle(t, n.Dir, id)
 		if r := reviewCLI("audit-verify", file); r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("audit-verify of %s: %d %s %s", want, r.code, r.stdout, r.stderr)

@@ -335,3 +335,44 @@ func Must(t testing.TB, r *Resp, status int, code ...string) {
 		t.Fatalf("want %s, got %d %s", want, r.Status, r.Body)
 	}
 }
+
+// Run is a started task and the device that holds it: what a test that
+// drives an execution acts on (claim generation 1).
+type Run struct {
+	D                          *Device
+	TaskID, Token, ExecutionID string
+}
+
+// StartTask creates a task with payload, has d send its presence, claim it
+// (it must be the task claimed: the oldest claimable one) and start it.
+func (n *Node) StartTask(t testing.TB, d *Device, payload map[string]any) *Run {
+	t.Helper()
+	id := n.CreateTask(payload)
+	Must(t, d.Ready(), http.StatusOK)
+	r, tok := d.Claim()
+	Must(t, r, http.StatusOK)
+	if got := Str(r.JSON()["task"].(map[string]any), "id"); got != id {
+		t.Fatalf("nodetest: claimed %s, want the new task %s (an older task is claimable)", got, id)
+	}
+	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
+	Must(t, s, http.StatusOK)
+	return &Run{D: d, TaskID: id, Token: tok, ExecutionID: Str(s.JSON(), "execution_id")}
+}
+
+// Act sends op for the run's execution; body adds to claim_generation and
+// execution_id.
+func (r *Run) Act(op string, body map[string]any) *Resp {
+	m := map[string]any{"claim_generation": 1, "execution_id": r.ExecutionID}
+	for k, v := range body {
+		m[k] = v
+	}
+	return r.D.Call(r.TaskID, op, r.Token, m, "")
+}
+
+// Beat sends a running heartbeat with step.
+func (r *Run) Beat(step string) *Resp { return r.Act("heartbeat", map[string]any{"step": step}) }
+
+// Complete completes the run (expected version 3: started, not paused).
+func (r *Run) Complete(result map[string]any) *Resp {
+	return r.Act("complete", map[string]any{"expected_version": 3, "result": result})
+}
