@@ -164,4 +164,3 @@ func OpenBundle(raw []byte, key string) (*Bundle, []ledger.Event, error) {
 	}
 	return &b, evs, nil
 }
-
