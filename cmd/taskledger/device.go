@@ -104,15 +104,7 @@ func deviceCmd(stdout, stderr io.Writer) *cobra.Command {
 		}}
 	show := &cobra.Command{Use: "show ID", Short: "one device's document", Long: "Show one device: status, owner, required checks, presence and open task (never its token).", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
-			c, err := r.client()
-			if err != nil {
-				return err
-			}
-			_, raw, err := c.do(http.MethodGet, "/admin/devices/"+url.PathEscape(a[0]), nil, "")
-			if err != nil {
-				return err
-			}
-			return deviceAnswer(stdout, &r, raw)
+			return r.show(stdout, "/admin/devices/"+url.PathEscape(a[0]), deviceAnswer)
 		}}
 	var reason string
 	revoke := &cobra.Command{Use: "revoke ID", Short: "revoke a device (its token stops working at once)", Long: "Revoke a device: its token is unknown from now on; its open task stays until an operator recovers it.", Args: cobra.ExactArgs(1),

@@ -171,6 +171,20 @@ func (c *client) do(method, path string, body any, ctype string) (int, []byte, e
 	return resp.StatusCode, b, nil
 }
 
+// show GETs one document at path and writes it with answer (human text,
+// or the JSON with --json).
+func (r *remoteFlags) show(stdout io.Writer, path string, answer func(io.Writer, *remoteFlags, []byte) error) error {
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	_, raw, err := c.do(http.MethodGet, path, nil, "")
+	if err != nil {
+		return err
+	}
+	return answer(stdout, r, raw)
+}
+
 // getJSON GETs path into v.
 func (c *client) getJSON(path string, v any) error {
 	_, b, err := c.do(http.MethodGet, path, nil, "")

@@ -228,15 +228,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 
 	show := &cobra.Command{Use: "show ID", Short: "a task's detail document", Long: "Show one task: state, version, revision, authorization, claim, execution, result.", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
-			c, err := r.client()
-			if err != nil {
-				return err
-			}
-			_, raw, err := c.do(http.MethodGet, "/admin/tasks/"+url.PathEscape(a[0]), nil, "")
-			if err != nil {
-				return err
-			}
-			return taskAnswer(stdout, &r, raw)
+			return r.show(stdout, "/admin/tasks/"+url.PathEscape(a[0]), taskAnswer)
 		}}
 
 	var amendPayload string
