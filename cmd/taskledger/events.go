@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,7 +72,7 @@ func eventsCmd(stdout, _ io.Writer) *cobra.Command {
 	var follow bool
 	var poll time.Duration
 	c := &cobra.Command{Use: "events [--after SEQ] [--follow]", Short: "the log as NDJSON through the API",
-		Long: "Print the committed events after --after as NDJSON (one event a line, seq ascending), read through a running server. --follow keeps waiting for new events (polling every --poll) until interrupted.",
+		Long: "Print the committed events after --after as NDJSON (one event a line, seq ascending), read through a running server. --follow then tails the server's event stream (GET /api/v1/admin/events/stream, Server-Sent Events), resuming after the last seq printed when the connection drops, until interrupted.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := r.client()
@@ -78,29 +81,19 @@ func eventsCmd(stdout, _ io.Writer) *cobra.Command {
 			}
 			w := bufio.NewWriter(stdout)
 			defer w.Flush()
-			for {
-				last, err := pageEvents(cl, after, writeNDJSON(w))
-				if err != nil {
-					return err
-				}
-				after = last
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				if !follow {
-					return nil
-				}
-				select {
-				case <-cmd.Context().Done():
-					return nil
-				case <-time.After(poll):
-				}
+			last, err := pageEvents(cl, after, writeNDJSON(w))
+			if err != nil {
+				return err
 			}
+			if err := w.Flush(); err != nil || !follow {
+				return err
+			}
+			return followStream(cmd.Context(), cl, last, poll, w)
 		}}
 	r.register(c.Flags())
 	c.Flags().Uint64Var(&after, "after", 0, "start after this seq")
 	c.Flags().BoolVar(&follow, "follow", false, "keep printing new events as they are committed")
-	c.Flags().DurationVar(&poll, "poll", time.Second, "with --follow: how often to ask for new events")
+	c.Flags().DurationVar(&poll, "poll", time.Second, "with --follow: how long to wait before reconnecting a stream that ended")
 	return c
 }
 
@@ -204,4 +197,59 @@ func remoteHistory(c *client, id string, asJSON bool, stdout io.Writer) error {
 		fmt.Fprintf(w, "seq %-8d %s  %-28s %-40s %s\n", e.Seq, e.At, e.Type+schemaSuffix(e.Schema), actorText(e.Actor), bodyText(e.Body))
 	}
 	return nil
+}
+
+// followStream prints the events of the server's event stream after seq
+// as NDJSON until ctx ends, reconnecting (Last-Event-ID) after a dropped
+// connection; a refusal (4xx) ends it with the API's error.
+func followStream(ctx context.Context, cl *client, seq uint64, wait time.Duration, w *bufio.Writer) error {
+	out := writeNDJSON(w)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.base+"/api/v1/admin/events/stream", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+		req.Header.Set("Last-Event-ID", strconv.FormatUint(seq, 10))
+		stream := &http.Client{Transport: cl.http.Transport} // no timeout: the stream lasts
+		res, err := stream.Do(req)
+		if err == nil && res.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+			res.Body.Close()
+			ae := &apiError{Status: res.StatusCode}
+			_ = json.Unmarshal(b, ae)
+			if res.StatusCode < 500 {
+				return ae
+			}
+			err = ae
+		}
+		if err == nil {
+			sc := bufio.NewScanner(res.Body)
+			sc.Buffer(make([]byte, 64<<10), 8<<20)
+			var id uint64
+			for sc.Scan() {
+				line := sc.Text()
+				switch {
+				case strings.HasPrefix(line, "id: "):
+					id, _ = strconv.ParseUint(line[4:], 10, 64)
+				case strings.HasPrefix(line, "data: "):
+					if err := out(json.RawMessage(line[6:])); err != nil {
+						res.Body.Close()
+						return err
+					}
+					if err := w.Flush(); err != nil {
+						res.Body.Close()
+						return err
+					}
+					seq = id
+				}
+			}
+			res.Body.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
 }
