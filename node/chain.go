@@ -74,6 +74,16 @@ func headRecord(h ledger.Head) []byte {
 	return fmt.Appendf(nil, "%020d %064x\n", h.Seq, h.Hash)
 }
 
+// CheckHeadFile is what verify adds to the log's own checks: the log
+// holds the last commit recorded beside it in DATA/head (see HeadFile).
+func CheckHeadFile(dataDir string, store *ledger.Store) error {
+	head, err := store.Head()
+	if err != nil {
+		return err
+	}
+	return checkHeadFile(dataDir, store, head)
+}
+
 // checkHeadFile refuses a log that ends before the recorded head, or holds
 // another event at its seq.
 func checkHeadFile(dataDir string, store *ledger.Store, head ledger.Head) error {

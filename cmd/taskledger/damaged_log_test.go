@@ -147,6 +147,11 @@ func TestStartRefusesALogThatEndsBeforeItsHead(t *testing.T) {
 	if !errors.Is(err, node.ErrLogBehindHead) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", head)) {
 		t.Fatalf("refusal %v, want the log behind head seq %d", err, head)
 	}
+	// verify reports it too: the older log is sound in itself.
+	r := runCLI(t, "verify", "--data", n.Dir)
+	if r.Code != 1 || !strings.Contains(r.Stderr, fmt.Sprintf("seq %d", head)) || !strings.Contains(r.Stderr, "head") {
+		t.Fatalf("verify of a log behind its head: %d %q", r.Code, r.Stderr)
+	}
 }
 
 // An edit of the last event's content that still decodes (a letter of

@@ -227,6 +227,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		sec = hexBytes(*secret)
 	}
 	rep, err := node.Verify(store, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()}, sec)
+	if err == nil {
+		err = node.CheckHeadFile(*data, store)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "taskledger: verify FAILED: %v\n", err)
 		return 1
