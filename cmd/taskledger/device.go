@@ -124,16 +124,9 @@ func deviceCmd(stdout, stderr io.Writer) *cobra.Command {
 	return top
 }
 
+// deviceAnswer prints a device document answer: JSON or one line.
 func deviceAnswer(w io.Writer, r *remoteFlags, raw []byte) error {
-	if r.json {
-		return printJSON(w, raw)
-	}
-	var d deviceDoc
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
-	}
-	fmt.Fprintln(w, d.line())
-	return nil
+	return docAnswer[deviceDoc](w, r, raw)
 }
 
 // uuidFrom derives a UUIDv4-shaped key from s (stable for the same s).

@@ -72,11 +72,15 @@ func ttlSeconds(d time.Duration) (int64, error) {
 }
 
 // taskAnswer prints a task document answer: JSON or one line.
-func taskAnswer(w io.Writer, r *remoteFlags, raw []byte) error {
+func taskAnswer(w io.Writer, r *remoteFlags, raw []byte) error { return docAnswer[taskDoc](w, r, raw) }
+
+// docAnswer prints a document answer: the JSON with --json, else the
+// document's one-line form.
+func docAnswer[D interface{ line() string }](w io.Writer, r *remoteFlags, raw []byte) error {
 	if r.json {
 		return printJSON(w, raw)
 	}
-	var d taskDoc
+	var d D
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return err
 	}
