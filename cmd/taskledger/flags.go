@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"taskledger/api"
 	"taskledger/commands"
 )
 
@@ -253,8 +252,6 @@ func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {
 
 var checkNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
-// adminNameRE is an admin token's name (the operator's id on events).
-var adminNameRE = api.AdminTokenName
 var secretRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // config validates the flags into the commands configuration.
