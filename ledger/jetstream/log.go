@@ -52,7 +52,7 @@ type Log struct {
 
 	mu      sync.Mutex // guards what follows: the log as read so far
 	closed  bool
-	lastJS  uint64     // JetStream sequence of the newest batch message read
+	lastJS  uint64 // JetStream sequence of the newest batch message read
 	head    ledger.Head
 	batches []batchRef // every batch message, in order
 	streams map[string][]uint64
