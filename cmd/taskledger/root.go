@@ -36,7 +36,10 @@ var legacyCommands = []legacy{
 	{"verify", "check the log: hash chain, seq, invariants, snapshots (offline; --server checks a running server's log here)",
 		"Check a stopped ledger: the hash chain, seq density, every invariant, bbolt's consistency check, and that snapshot + tail equals a full replay.\n" +
 			"With --server URL (or TASKLEDGER_SERVER) and an admin token (--token-file FILE or TASKLEDGER_TOKEN), the whole log is read through the running server's API (its stored envelopes) and checked here: seqs, hash chain, canonical encoding, invariants and every task's rules; --key VERIFIER also checks its newest signed checkpoint.\n" +
+			"With --ledger nats://HOST:PORT[,...] the JetStream log is checked the same way, event by event (--nats-name, --nats-creds).\n" +
 			"Exits 1 on the first violation, naming its seq.", cmdVerify},
+	{"migrate", "copy a stopped bbolt ledger into an empty JetStream stream, and verify the copy",
+		"Copy the stopped ledger in --data into the empty JetStream log named by --ledger nats://HOST:PORT[,...]: every event with its stored bytes (same seqs, same hashes), the soft records, the manual clock, the secret key-check value and the admin tokens; then verify the copy and check its head is the source's. --nats-replicas sets the replicas of the stream it creates.", cmdMigrate},
 	{"history", "a task's full history (offline; --server reads it through the API)",
 		"Print a task's full history, human readable or --json. With --server (or TASKLEDGER_SERVER) it is read through a running server's API; otherwise from the stopped ledger in --data.", cmdHistoryAny},
 	{"export", "the log as NDJSON (offline; --server reads it through the API)",

@@ -23,7 +23,9 @@ type Config struct {
 	Conn *nats.Conn
 	// URL is a comma-separated list of server URLs (nats://h1:4222,...).
 	URL string
-	// Options are extra connection options (credentials, TLS) used with URL.
+	// CredsFile is a NATS credentials file (JWT and NKey seed) used with URL.
+	CredsFile string
+	// Options are extra connection options (TLS, ...) used with URL.
 	Options []nats.Option
 	// Name prefixes the stream and bucket names (default "TASKLEDGER"):
 	// stream NAME_EVENTS on subject name.events (lower case), key-value
@@ -81,7 +83,11 @@ func Open(cfg Config) (*Log, error) {
 	l := &Log{cfg: cfg, nc: cfg.Conn, head: ledger.GenesisHead(), streams: map[string][]uint64{},
 		subject: strings.ToLower(cfg.Name) + ".events"}
 	if l.nc == nil {
-		nc, err := nats.Connect(cfg.URL, cfg.Options...)
+		opts := append([]nats.Option{nats.Name("taskledger")}, cfg.Options...)
+		if cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
+		nc, err := nats.Connect(cfg.URL, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("jetstream: connect: %w", err)
 		}
