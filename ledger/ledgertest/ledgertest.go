@@ -259,7 +259,13 @@ func testRangeAfterAndStop(t *testing.T, h Harness) {
 	}
 	for _, after := range []uint64{0, 1, 3, 7, 11, 12, 40} {
 		var seqs []uint64
-		if err := b.Range(after, func(e *ledger.Event) error { seqs = append(seqs, e.Seq); return nil }); err != nil {
+		if err := b.Range(after, func(e *ledger.Event) error {
+			if e.Seq == 0 || e.Seq > uint64(len(want)) || !bytes.Equal(e.Hash, want[e.Seq-1].Hash) {
+				return fmt.Errorf("Range(%d) gave seq %d with another hash", after, e.Seq)
+			}
+			seqs = append(seqs, e.Seq)
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		wantN := 0
