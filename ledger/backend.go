@@ -38,3 +38,22 @@ type Backend interface {
 }
 
 var _ Backend = (*Store)(nil)
+
+// BlobStore is the content-addressed store beside the log (reference
+// images, evidence): Put stores data durably and returns its SHA-256 in
+// lower-case hex, the same name for the same content; Get returns the
+// content named so, ErrNotFound for a name it does not hold (or one that is
+// not 64 lower-case hex digits), and never content that does not hash to
+// its name (ErrBlobDamaged).
+type BlobStore interface {
+	Put(data []byte) (string, error)
+	Get(sha string) ([]byte, error)
+}
+
+var _ BlobStore = (*Blobs)(nil)
+
+// IsBlobName reports whether name is a blob's name (64 lower-case hex).
+func IsBlobName(name string) bool { return blobName.MatchString(name) }
+
+// CheckBlobContent returns ErrBlobDamaged when data does not hash to sha.
+func CheckBlobContent(sha string, data []byte) error { return checkBlob(sha, data) }

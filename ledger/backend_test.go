@@ -14,3 +14,16 @@ func TestStoreConformance(t *testing.T) {
 		return func() (ledger.Backend, error) { return ledger.Open(dir, ledger.Options{}) }
 	}})
 }
+
+// TestBlobsConformance runs the blob store conformance tests on the
+// blob folder of a data directory.
+func TestBlobsConformance(t *testing.T) {
+	dir := t.TempDir()
+	ledgertest.RunBlobs(t, func(t *testing.T) ledger.BlobStore {
+		b, err := ledger.OpenBlobs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}

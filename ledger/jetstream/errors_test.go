@@ -121,3 +121,34 @@ func TestOpenWithoutServerFails(t *testing.T) {
 		t.Fatal("open without a server succeeded")
 	}
 }
+
+func TestBlobUnderAnotherNameIsDamaged(t *testing.T) {
+	s := MustServer(t)
+	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "DMG"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, err := l.Blobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, err := b.Put([]byte("the original"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := natsjs.New(mustConn(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.ObjectStore(t.Context(), "DMG_BLOBS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(t.Context(), sha, []byte("a replacement")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(sha); !errors.Is(err, ledger.ErrBlobDamaged) {
+		t.Fatalf("a blob that does not hash to its name: %v, want ErrBlobDamaged", err)
+	}
+}

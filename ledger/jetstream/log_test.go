@@ -54,3 +54,21 @@ func TestLogConformance(t *testing.T) {
 	s := MustServer(t)
 	ledgertest.Run(t, harness(t, s.ClientURL()))
 }
+
+// TestBlobsConformance runs the blob store conformance tests on the
+// object store of an embedded server.
+func TestBlobsConformance(t *testing.T) {
+	s := MustServer(t)
+	ledgertest.RunBlobs(t, func(t *testing.T) ledger.BlobStore {
+		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "BLOBS"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		b, err := l.Blobs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
