@@ -74,6 +74,11 @@ func TestMigrateCopiesTheLedgerAndVerifyChecksTheStream(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no soft record copied (the source has the device's presence)")
 	}
+	// export reads the stream as it reads the file: the same lines.
+	fromFile, fromStream := reviewCLI("export", "--data", dir), reviewCLI("export", "--ledger", url)
+	if fromFile.code != 0 || fromStream.code != 0 || fromFile.stdout != fromStream.stdout || strings.Count(fromStream.stdout, "\n") != int(head.Seq) {
+		t.Fatalf("export: file %d (%d bytes), stream %d %q (%d bytes)", fromFile.code, len(fromFile.stdout), fromStream.code, fromStream.stderr, len(fromStream.stdout))
+	}
 	// A second migrate into the same stream is refused and changes nothing.
 	again := reviewCLI("migrate", "--data", dir, "--ledger", url)
 	if again.code != 1 || !strings.Contains(again.stderr, "not empty") {
@@ -105,6 +110,7 @@ func TestVerifyLedgerFailsOnATamperedEvent(t *testing.T) {
 func TestLedgerFlagsRefuseBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"verify", "--ledger", "http://127.0.0.1:4222"},
+		{"export", "--ledger", "127.0.0.1:4222"},
 		{"migrate", "--data", t.TempDir()},
 		{"migrate", "--data", t.TempDir(), "--ledger", "nats://127.0.0.1:1", "extra"},
 	} {
@@ -115,6 +121,10 @@ func TestLedgerFlagsRefuseBadInput(t *testing.T) {
 	// No ledger in --data: nothing is copied.
 	if r := reviewCLI("migrate", "--data", t.TempDir(), "--ledger", natsURL(t)); r.code != 1 || !strings.Contains(r.stderr, "no ledger") {
 		t.Errorf("migrate of an empty directory: %d %q", r.code, r.stderr)
+	}
+	// A credentials file that does not exist.
+	if r := reviewCLI("verify", "--ledger", natsURL(t), "--nats-creds", t.TempDir()+"/none.creds"); r.code != 1 {
+		t.Errorf("verify with a missing credentials file: %d %q", r.code, r.stderr)
 	}
 	// No server at the address.
 	if r := reviewCLI("verify", "--ledger", "nats://127.0.0.1:1"); r.code != 1 {

@@ -43,7 +43,7 @@ var legacyCommands = []legacy{
 	{"history", "a task's full history (offline; --server reads it through the API)",
 		"Print a task's full history, human readable or --json. With --server (or TASKLEDGER_SERVER) it is read through a running server's API; otherwise from the stopped ledger in --data.", cmdHistoryAny},
 	{"export", "the log as NDJSON (offline; --server reads it through the API)",
-		"Write the log as NDJSON: one event a line, seq ascending, no secrets. With --server it is read through a running server's API.", cmdExportAny},
+		"Write the log as NDJSON: one event a line, seq ascending, no secrets. With --server it is read through a running server's API; with --ledger nats://HOST:PORT[,...] from a JetStream log.", cmdExportAny},
 	{"snapshot", "snapshot create|list: snapshots of a stopped ledger", "Write a snapshot of the projections now (create) or list the snapshots and whether start-up would trust each (list).", cmdSnapshot},
 	{"projections", "projections rebuild: full replay from the log", "Rebuild the projections from the whole log with a progress bar on a terminal; reports events read and events/s, then writes a fresh snapshot.", cmdProjections},
 	{"bench", "the load generator", "The load generator of the benchmark: raw bbolt baselines, the ledger in process, and over HTTP.", cmdBench},
