@@ -194,16 +194,7 @@ func (l *Log) sync() error {
 	if err != nil {
 		return fmt.Errorf("jetstream: stream info: %w", err)
 	}
-	for js := l.lastJS + 1; js <= info.State.LastSeq; js++ {
-		m, err := l.stream.GetMsg(ctx, js)
-		if err != nil {
-			return fmt.Errorf("jetstream: read message %d: %w", js, err)
-		}
-		if err := l.index(js, m.Data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.read(ctx, l.lastJS+1, info.State.LastSeq, l.index)
 }
 
 // index adds one batch message to the in-memory index (l.mu held).

@@ -72,3 +72,48 @@ func TestBlobsConformance(t *testing.T) {
 		return b
 	})
 }
+
+// TestManyBatchesReadThroughTheConsumer appends more batches than a read
+// fetches one by one, and reads them back from a reopened log (Open, Range
+// from inside, Stream).
+func TestManyBatchesReadThroughTheConsumer(t *testing.T) {
+	s := MustServer(t)
+	open := func() *jetstream.Log {
+		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "MANY"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	w := open()
+	v := map[string]uint64{}
+	head := ledger.GenesisHead()
+	const batches = 300 // beyond one fetch of the consumer
+	for i := 0; i < batches; i++ {
+		evs, next := ledgertest.Events(t, head, 1+i%3, v, "task/a", "task/b")
+		if err := w.Append(&ledger.Batch{Expected: head, Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		head = next
+	}
+	r := open()
+	if h, err := r.Head(); err != nil || h.Seq != head.Seq {
+		t.Fatalf("reopened head %d (%v), want %d", h.Seq, err, head.Seq)
+	}
+	want := head.Seq - 100
+	n := uint64(0)
+	if err := r.Range(100, func(e *ledger.Event) error {
+		n++
+		if e.Seq != 100+n {
+			return fmt.Errorf("seq %d at position %d", e.Seq, n)
+		}
+		return nil
+	}); err != nil || n != want {
+		t.Fatalf("Range(100): %d events (%v), want %d", n, err, want)
+	}
+	got := uint64(0)
+	if err := r.Stream("task/b", func(e *ledger.Event) error { got++; return nil }); err != nil || got != v["task/b"] {
+		t.Fatalf("stream task/b: %d (%v), want %d", got, err, v["task/b"])
+	}
+}

@@ -31,21 +31,18 @@ func (l *Log) RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) erro
 func (l *Log) rangeBatches(batches []batchRef, fn func(seq uint64, raw []byte) error) error {
 	ctx, cancel := l.ctx()
 	defer cancel()
-	for _, b := range batches {
-		m, err := l.stream.GetMsg(ctx, b.js)
-		if err != nil {
-			return fmt.Errorf("jetstream: read message %d: %w", b.js, err)
-		}
-		seq := b.first
-		err = eachEnvelope(m.Data, func(raw []byte) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	// Batch k is message k: a contiguous run of messages.
+	first := batches[0].js
+	return l.read(ctx, first, batches[len(batches)-1].js, func(js uint64, body []byte) error {
+		seq := batches[js-first].first
+		return eachEnvelope(body, func(raw []byte) error {
 			defer func() { seq++ }()
 			return fn(seq, raw)
 		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // Range calls fn for every event with seq > after, in order.
