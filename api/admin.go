@@ -547,12 +547,7 @@ func (s *Server) getEvidence(c echo.Context) error {
 	if sha == "" {
 		return commands.ErrEvidenceNotFound
 	}
-	data, err := s.blobs.Get(sha)
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("Cache-Control", "private, no-store")
-	return c.Blob(http.StatusOK, "image/png", data)
+	return s.serveBlob(c, sha, "image/png")
 }
 
 // getReferenceImage: GET /admin/tasks/{id}/reference-image — the task's
@@ -575,12 +570,7 @@ func (s *Server) getReferenceImage(c echo.Context) error {
 	if sha == "" {
 		return commands.ErrNoReferenceImage
 	}
-	data, err := s.blobs.Get(sha)
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("Cache-Control", "private, no-store")
-	return c.Blob(http.StatusOK, "image/jpeg", data)
+	return s.serveBlob(c, sha, "image/jpeg")
 }
 
 // advanceClock: POST /admin/test-clock/advance (only with --clock=manual).

@@ -203,6 +203,9 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		tlog.Close()
 		return nil, err
 	}
+	// Past every refusal, before anything can write a blob: what crashed
+	// or refused uploads left in blobs/ goes.
+	collectBlobs(store, blobs, state, cfg.Logger)
 	var log commands.Log = store
 	if cfg.WrapLog != nil {
 		log = cfg.WrapLog(store)
