@@ -65,11 +65,14 @@ func (s *Server) evidence(c echo.Context) error {
 	if err != nil {
 		// Body validation still comes before the state's refusal, but the
 		// body is only read, never stored: its first bytes (the PNG
-		// header) and, without a Content-Length, its size.
-		if berr := refuseBody(c, evidencePNG.limit); berr != nil {
+		// header) and, without a Content-Length, its size. The rest
+		// (bounded by the limit) is read into nothing so that the client,
+		// still sending, reads the answer instead of a reset.
+		berr := refuseBody(c, evidencePNG.limit)
+		_, _ = io.Copy(io.Discard, io.LimitReader(c.Request().Body, evidencePNG.limit+1))
+		if berr != nil {
 			return berr
 		}
-		closeIfBody(c)
 		return err
 	}
 	if recorded {

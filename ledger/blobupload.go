@@ -47,9 +47,7 @@ func (b *Blobs) Create() (*Upload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: blob: %w", err)
 	}
-	if h := b.hook.Load(); h != nil {
-		(*h)(BlobCreated)
-	}
+	b.tell(BlobCreated)
 	return &Upload{b: b, f: f, h: sha256.New()}, nil
 }
 
@@ -78,6 +76,7 @@ func (u *Upload) Abort() {
 	u.done = true
 	u.f.Close()
 	os.Remove(u.f.Name())
+	u.b.tell(BlobAborted)
 }
 
 // Commit fsyncs the blob, renames it to its SHA-256 and fsyncs the
@@ -87,6 +86,14 @@ func (u *Upload) Abort() {
 // then releases it saying whether that event may have been committed.
 // On error the temporary file is removed.
 func (u *Upload) Commit() (*BlobRef, error) {
+	ref, err := u.commit()
+	if err == nil {
+		u.b.tell(BlobRenamed)
+	}
+	return ref, err
+}
+
+func (u *Upload) commit() (*BlobRef, error) {
 	if u.done {
 		return nil, errors.New("ledger: blob upload already finished")
 	}
@@ -156,6 +163,14 @@ func (r *BlobRef) Size() int64 { return r.size }
 // kept and that did not exist before them removes the file (removed
 // reports it): a blob that existed before, or that any of them kept, stays.
 func (r *BlobRef) Release(kept bool) (removed bool, err error) {
+	removed, err = r.release(kept)
+	if removed {
+		r.b.tell(BlobRemoved)
+	}
+	return removed, err
+}
+
+func (r *BlobRef) release(kept bool) (removed bool, err error) {
 	if r.released {
 		return false, nil
 	}
@@ -248,7 +263,19 @@ func (b *Blobs) Collect(referenced func(sha string) (bool, error)) (Collected, e
 const (
 	// BlobCreated: an upload's temporary file exists.
 	BlobCreated = "created"
+	// BlobAborted: an upload's temporary file was removed.
+	BlobAborted = "aborted"
+	// BlobRenamed: an upload took its content address (Commit).
+	BlobRenamed = "renamed"
+	// BlobRemoved: a refused upload's blob was removed (Release).
+	BlobRemoved = "removed"
 )
+
+func (b *Blobs) tell(stage string) {
+	if h := b.hook.Load(); h != nil {
+		(*h)(stage)
+	}
+}
 
 // SetHook calls fn at each stage of a blob write (tests that hold an
 // upload in flight); nil removes it.
