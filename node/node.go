@@ -47,7 +47,8 @@ type Config struct {
 	WrapLog func(commands.Log) commands.Log
 	// Offline opens the ledger for one offline command (admin-token
 	// create|revoke on a stopped ledger): no initial admin token on an
-	// empty directory, and a test-clock ledger runs on its own clock.
+	// empty directory, no claim-token secret check, and a test-clock
+	// ledger runs on its own clock.
 	Offline bool
 }
 
@@ -140,8 +141,12 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
-		return nil, err
+	// The offline admin-token command decides nothing about claims: it
+	// needs no claim-token secret (and is given none).
+	if !cfg.Offline {
+		if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
+			return nil, err
+		}
 	}
 	blobs, err := ledger.OpenBlobs(cfg.DataDir)
 	if err != nil {
