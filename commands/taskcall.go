@@ -232,7 +232,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 	if err != nil {
 		return nil, err
 	}
-	rawRec, err := ledger.Marshal(rec)
+	rawRec, err := projections.EncodeSoftIdem(rec)
 	if err != nil {
 		return nil, err
 	}
