@@ -128,7 +128,9 @@ const OpClaimNext = "claim-next"
 
 // SoftIdemKey is the soft-record key of an outcome kept as a soft record
 // (a "no task" claim-next, a quiet heartbeat).
-func SoftIdemKey(scope, key string) string { return projections.SoftIdemPrefix + projections.IdemID(scope, key) }
+func SoftIdemKey(scope, key string) string {
+	return projections.SoftIdemPrefix + projections.IdemID(scope, key)
+}
 
 // Decide implements the claim decision of domain.md, in api.md's order.
 func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
