@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -211,4 +213,41 @@ func FuzzDecodeSoftRecord(f *testing.F) {
 			t.Fatalf("re-decoded %+v, %v; want %+v", again, err, r)
 		}
 	})
+}
+
+// BenchmarkPollOnlySoftRecords records one "no task" outcome per
+// operation, the clock moving 1 ms each, and collects every 100: whatever
+// b.N, the records held stay at one retention's worth (10,000 here), and
+// heap-bytes/record is what each costs in memory.
+func BenchmarkPollOnlySoftRecords(b *testing.B) {
+	const retention = 10_000
+	v := newIdemView()
+	fp := bytes.Repeat([]byte{1}, 32)
+	most := 0
+	b.ReportAllocs()
+	for i := range b.N {
+		at := int64(i)
+		v.PutSoft(&IdemRecord{Scope: "device:" + strconv.Itoa(i%500) + ":claim-next", Key: strconv.Itoa(i),
+			Fingerprint: fp, At: at, Outcome: OutcomeNoTask, DeviceID: strconv.Itoa(i % 500)})
+		if i%100 == 0 {
+			v.DropExpiredSoft(at, retention, 1<<20)
+		}
+		most = max(most, v.SoftCount())
+	}
+	b.StopTimer()
+	if most > retention+100 {
+		b.Fatalf("%d records held, retention holds %d", most, retention)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := v.SoftCount()
+	v = newIdemView()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ReportMetric(float64(most), "records-held-max")
+	if held > 0 && after.HeapAlloc > before.HeapAlloc {
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(held), "heap-bytes/record")
+	}
+	runtime.KeepAlive(v)
 }
