@@ -118,7 +118,10 @@ func lookupIdem(x *Ctx, scope, key string, fp []byte, check func(*projections.Id
 		// A soft record ("no task", quiet heartbeat) is answered within
 		// retention on its own clock (the command's time); once expired
 		// it is forgotten and the key is decided afresh.
-		rec = x.State.Idem.SoftLookup(scope, key, x.Now, retention)
+		var err error
+		if rec, err = x.State.Idem.SoftLookup(scope, key, x.Now, retention); err != nil {
+			return nil, err
+		}
 	}
 	if rec == nil {
 		return nil, nil

@@ -210,7 +210,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		}
 		return &Decision{
 			Soft:   []ledger.SoftRecord{{Key: SoftIdemKey(scope, c.Key), Value: raw}},
-			Effect: func(s *projections.State) { s.Idem.PutSoft(rec) },
+			Effect: func(s *projections.State) { s.Idem.PutSoft(rec, raw) },
 			Answer: func(*projections.State) Result { return Result{Record: rec} },
 		}, nil
 	}

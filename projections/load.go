@@ -101,7 +101,11 @@ func (s *State) LoadSoft(src Source) error {
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].At < recs[j].At })
 	for _, r := range recs {
-		s.Idem.PutSoft(r)
+		raw, err := EncodeSoftIdem(r) // older msgpack records too: held compact
+		if err != nil {
+			return fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+		}
+		s.Idem.PutSoft(r, raw)
 	}
 	if s.cfg.IdempotencyRetentionMs > 0 {
 		s.Idem.expire(s.Head.At, s.cfg.IdempotencyRetentionMs)

@@ -19,11 +19,13 @@ import (
 // them from the soft bucket in the same batch, so memory and disk hold the
 // same records and a fleet that only polls stays at a bounded size.
 
-// softSet is the in-memory set of soft idempotency records.
+// softSet is the in-memory set of soft idempotency records, each kept in
+// its compact encoding (EncodeSoftIdem: a fraction of an IdemRecord's
+// heap) and decoded when a replay needs it.
 type softSet struct {
-	recs  map[string]*IdemRecord // by IdemID
-	order []softEntry            // every record as recorded, oldest first
-	peak  int                    // the most records recs held since it was last rebuilt
+	recs  map[string]string // by IdemID: the record's compact encoding
+	order []softEntry       // every record as recorded, oldest first
+	peak  int               // the most records recs held since it was last rebuilt
 }
 
 // softEntry is one recorded soft record: its id and the time it was
@@ -34,14 +36,14 @@ type softEntry struct {
 }
 
 // PutSoft records an outcome kept as a soft record (recorded now, or
-// loaded from the soft bucket).
-func (v *IdemView) PutSoft(r *IdemRecord) {
+// loaded from the soft bucket); raw is its EncodeSoftIdem encoding.
+func (v *IdemView) PutSoft(r *IdemRecord, raw []byte) {
 	s := &v.soft
 	if s.recs == nil {
-		s.recs = map[string]*IdemRecord{}
+		s.recs = map[string]string{}
 	}
 	id := IdemID(r.Scope, r.Key)
-	s.recs[id] = r
+	s.recs[id] = string(raw)
 	s.order = append(s.order, softEntry{id: id, at: r.At})
 	s.peak = max(s.peak, len(s.recs))
 }
@@ -49,12 +51,13 @@ func (v *IdemView) PutSoft(r *IdemRecord) {
 // SoftLookup returns the soft record of (scope, key) while it is within
 // retention at now (the command's time), else nil: an expired soft record
 // is forgotten, not tombstoned. retention <= 0 never expires.
-func (v *IdemView) SoftLookup(scope, key string, now, retention int64) *IdemRecord {
-	r := v.soft.recs[IdemID(scope, key)]
-	if r == nil || softExpired(r.At, now, retention) {
-		return nil
+func (v *IdemView) SoftLookup(scope, key string, now, retention int64) (*IdemRecord, error) {
+	id := IdemID(scope, key)
+	raw, ok := v.soft.recs[id]
+	if !ok || softExpired(softAt(raw), now, retention) {
+		return nil, nil
 	}
-	return r
+	return decodeCompact(scope, key, []byte(raw))
 }
 
 // SoftCount is the number of soft idempotency records held in memory
@@ -88,7 +91,7 @@ func (v *IdemView) DropExpiredSoft(now, retention int64, limit int) int {
 	}
 	if s.peak > 1024 && len(s.recs) < s.peak/4 {
 		// Maps never shrink: copy the survivors into one sized for them.
-		m := make(map[string]*IdemRecord, len(s.recs))
+		m := make(map[string]string, len(s.recs))
 		for id, r := range s.recs {
 			m[id] = r
 		}
@@ -112,7 +115,7 @@ func (s *softSet) walk(now, retention int64, limit int, fn func(id string)) int 
 		if !softExpired(e.at, now, retention) {
 			break
 		}
-		if r := s.recs[e.id]; r != nil && r.At == e.at {
+		if raw, ok := s.recs[e.id]; ok && softAt(raw) == e.at {
 			fn(e.id)
 			found++
 		}
@@ -123,6 +126,15 @@ func (s *softSet) walk(now, retention int64, limit int, fn func(id string)) int 
 
 func softExpired(at, now, retention int64) bool {
 	return retention > 0 && at+retention <= now
+}
+
+// softAt is the recording time of a compact encoding (PutSoft only holds
+// valid ones).
+func softAt(raw string) int64 {
+	if len(raw) < 10 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64([]byte(raw[2:10])))
 }
 
 // SoftIdemPrefix starts the soft-bucket key of every soft idempotency
@@ -192,6 +204,14 @@ func DecodeSoftIdem(key string, v []byte) (*IdemRecord, error) {
 	scope, k, found := strings.Cut(id, "\x00")
 	if !ok || !found {
 		return nil, fmt.Errorf("%w: soft idempotency record under key %q", ledger.ErrCorrupt, key)
+	}
+	return decodeCompact(scope, k, v)
+}
+
+// decodeCompact reads the compact encoding v of the record of (scope, k).
+func decodeCompact(scope, k string, v []byte) (*IdemRecord, error) {
+	if len(v) == 0 || v[0] != softFormat {
+		return nil, fmt.Errorf("%w: soft idempotency record %s/%s", ledger.ErrCorrupt, scope, k)
 	}
 	d := softDec{b: v[1:]}
 	r := &IdemRecord{Scope: scope, Key: k, Outcome: Outcome(d.byte())}

@@ -122,6 +122,25 @@ func TestSoftRecordEncodeRefusesEventRecords(t *testing.T) {
 	}
 }
 
+// put records r as the commands do: with its compact encoding.
+func put(t testing.TB, v *IdemView, r *IdemRecord) {
+	t.Helper()
+	raw, err := EncodeSoftIdem(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.PutSoft(r, raw)
+}
+
+func look(t testing.TB, v *IdemView, scope, key string, now, retention int64) *IdemRecord {
+	t.Helper()
+	r, err := v.SoftLookup(scope, key, now, retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func softRec(key string, at int64) *IdemRecord {
 	return &IdemRecord{Scope: "device:d:claim-next", Key: key, At: at, Outcome: OutcomeNoTask}
 }
@@ -134,15 +153,15 @@ func TestSoftRecordsExpireOnTheirOwnClock(t *testing.T) {
 	v := newIdemView()
 	const ret = 100
 	for i, at := range []int64{0, 10, 20, 30} {
-		v.PutSoft(softRec(string(rune('a'+i)), at))
+		put(t, v, softRec(string(rune('a'+i)), at))
 	}
-	if v.SoftLookup("device:d:claim-next", "a", 99, ret) == nil || v.SoftLookup("device:d:claim-next", "a", 100, ret) != nil {
+	if look(t, v, "device:d:claim-next", "a", 99, ret) == nil || look(t, v, "device:d:claim-next", "a", 100, ret) != nil {
 		t.Fatal("record a is not answered exactly until At + retention")
 	}
-	if v.SoftLookup("device:d:claim-next", "a", 1<<40, 0) == nil {
+	if look(t, v, "device:d:claim-next", "a", 1<<40, 0) == nil {
 		t.Fatal("retention 0 expired a record")
 	}
-	v.PutSoft(softRec("a", 105)) // a, expired, recorded again
+	put(t, v, softRec("a", 105)) // a, expired, recorded again
 	if got := v.ExpiredSoft(125, ret, 10); !reflect.DeepEqual(got, []string{IdemID("device:d:claim-next", "b"), IdemID("device:d:claim-next", "c")}) {
 		t.Fatalf("expired at 125: %q", got)
 	}
@@ -155,7 +174,7 @@ func TestSoftRecordsExpireOnTheirOwnClock(t *testing.T) {
 	if n := v.DropExpiredSoft(125, ret, 10); n != 1 || v.SoftCount() != 2 {
 		t.Fatalf("dropped %d, %d left; want 1 and 2", n, v.SoftCount())
 	}
-	if r := v.SoftLookup("device:d:claim-next", "a", 125, ret); r == nil || r.At != 105 {
+	if r := look(t, v, "device:d:claim-next", "a", 125, ret); r == nil || r.At != 105 {
 		t.Fatalf("the re-recorded a: %+v", r)
 	}
 	if n := v.DropExpiredSoft(1000, ret, 10); n != 2 || v.SoftCount() != 0 || v.soft.order != nil {
@@ -171,9 +190,9 @@ func TestSoftRecordsExpireOnTheirOwnClock(t *testing.T) {
 func TestSoftRecordSetShrinks(t *testing.T) {
 	v := newIdemView()
 	for i := range 5000 {
-		v.PutSoft(softRec(strings.Repeat("k", 1+i%7)+string(rune(i)), int64(i)))
+		put(t, v, softRec(strings.Repeat("k", 1+i%7)+string(rune(i)), int64(i)))
 	}
-	v.PutSoft(softRec("survivor", 10_000))
+	put(t, v, softRec("survivor", 10_000))
 	if n := v.DropExpiredSoft(10_000, 100, 1<<20); n != 5000 {
 		t.Fatalf("dropped %d", n)
 	}
@@ -227,7 +246,7 @@ func BenchmarkPollOnlySoftRecords(b *testing.B) {
 	b.ReportAllocs()
 	for i := range b.N {
 		at := int64(i)
-		v.PutSoft(&IdemRecord{Scope: "device:" + strconv.Itoa(i%500) + ":claim-next", Key: strconv.Itoa(i),
+		put(b, v, &IdemRecord{Scope: "device:" + strconv.Itoa(i%500) + ":claim-next", Key: strconv.Itoa(i),
 			Fingerprint: fp, At: at, Outcome: OutcomeNoTask, DeviceID: strconv.Itoa(i % 500)})
 		if i%100 == 0 {
 			v.DropExpiredSoft(at, retention, 1<<20)
@@ -250,4 +269,60 @@ func BenchmarkPollOnlySoftRecords(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(held), "heap-bytes/record")
 	}
 	runtime.KeepAlive(v)
+}
+
+// TestSoftLookupRefusesADamagedRecord: a held encoding that does not
+// decode is an error for the command, never a fresh decision.
+func TestSoftLookupRefusesADamagedRecord(t *testing.T) {
+	v := newIdemView()
+	r := softRec("k", 5)
+	raw, _ := EncodeSoftIdem(r)
+	v.PutSoft(r, raw[:len(raw)-1])
+	if _, err := v.SoftLookup(r.Scope, r.Key, 6, 100); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("damaged record: %v, want ErrCorrupt", err)
+	}
+}
+
+// softSource is a log with no events and the given soft records.
+type softSource map[string][]byte
+
+func (softSource) Range(uint64, func(*ledger.Event) error) error { return nil }
+func (s softSource) SoftRecords(prefix string, fn func(string, []byte) error) error {
+	for k, v := range s {
+		if strings.HasPrefix(k, prefix) {
+			if err := fn(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TestLoadSoftRecords: compact and msgpack records load, held compact and
+// answered alike; a msgpack record holding what only events hold (a seq)
+// is corrupt and refuses the load.
+func TestLoadSoftRecords(t *testing.T) {
+	a, b := noTaskRecord(), quietHeartbeatRecord()
+	rawA, _ := EncodeSoftIdem(a)
+	rawB, _ := ledger.Marshal(b)
+	src := softSource{SoftIdemPrefix + IdemID(a.Scope, a.Key): rawA, SoftIdemPrefix + IdemID(b.Scope, b.Key): rawB}
+	s, err := Rebuild(src, Config{IdempotencyRetentionMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*IdemRecord{a, b} {
+		if got := look(t, s.Idem, want.Scope, want.Key, want.At, 1000); !reflect.DeepEqual(got, want) {
+			t.Fatalf("loaded %+v, want %+v", got, want)
+		}
+	}
+	if n := s.Idem.SoftCount(); n != 2 {
+		t.Fatalf("%d records loaded", n)
+	}
+	bad := quietHeartbeatRecord()
+	bad.Seq = 9
+	rawBad, _ := ledger.Marshal(bad)
+	src[SoftIdemPrefix+IdemID(bad.Scope, bad.Key)] = rawBad
+	if _, err := Rebuild(src, Config{}); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("a soft record with a seq: %v, want ErrCorrupt", err)
+	}
 }
