@@ -48,11 +48,11 @@ const (
 // recorder collects a history with logical timestamps (one counter for
 // calls and returns, so real-time order is exact).
 type recorder struct {
-	clock  atomic.Int64
-	mu     sync.Mutex
-	ops    []porcupine.Operation
-	budget atomic.Int64 // operations left to send
-	count  atomic.Int64 // operations recorded
+	clock   atomic.Int64
+	mu      sync.Mutex
+	ops     []porcupine.Operation
+	budget  atomic.Int64 // operations left to send
+	count   atomic.Int64 // operations recorded
 	ended   atomic.Int64 // tasks seen ending (completed, canceled, recovered)
 	created atomic.Int64 // creations sent
 	tasks   []string     // created tasks (under mu)
@@ -68,7 +68,7 @@ type recorder struct {
 	// a task claimable or free a device: a device told "no task" waits on it.
 	chMu    sync.Mutex
 	changed chan struct{}
-	admin    string
+	admin   string
 }
 
 // take reserves one operation of the budget.
