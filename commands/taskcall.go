@@ -232,7 +232,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 	if err != nil {
 		return nil, err
 	}
-	rawRec, err := ledger.Marshal(rec)
+	rawRec, err := projections.EncodeSoftIdem(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 			{Key: SoftIdemKey(scope, c.Key), Value: rawRec}},
 		Effect: func(s *projections.State) {
 			s.ApplySoftLease(soft)
-			s.Idem.PutSoft(rec)
+			s.Idem.PutSoft(rec, rawRec)
 		},
 		Answer: func(*projections.State) Result { return Result{Record: rec} },
 	}, nil

@@ -252,8 +252,6 @@ func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {
 
 var checkNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
-// adminNameRE is an admin token's name (the operator's id on events).
-var adminNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 var secretRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // config validates the flags into the commands configuration.
