@@ -110,12 +110,9 @@ func (s *Server) revokeAdminToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	reason := f.str("reason", true)
+	reason := reasonField(f)
 	if err := f.done(); err != nil {
 		return err
-	}
-	if len(reason) > 256 {
-		return invalid("field \"reason\" must be at most 256 bytes")
 	}
 	name := c.Param("name")
 	if !AdminTokenName.MatchString(name) {

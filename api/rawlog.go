@@ -16,19 +16,9 @@ import (
 // trusting this server for anything but availability. Envelopes carry
 // token and fingerprint hashes, never a token.
 func (s *Server) rawLog(c echo.Context) error {
-	q := c.QueryParams()
-	for k := range q {
-		if k != "after" && k != "limit" {
-			return invalid("unknown query parameter %q", k)
-		}
-	}
-	after, err := queryInt(q.Get("after"), 0, 0, 1<<62)
+	after, limit, err := logPage(c, 1000)
 	if err != nil {
-		return invalid("after must be a non-negative integer")
-	}
-	limit, err := queryInt(q.Get("limit"), 1000, 1, 1000)
-	if err != nil {
-		return invalid("limit must be an integer from 1 to 1000")
+		return err
 	}
 	type entry struct {
 		Seq      uint64 `json:"seq"`

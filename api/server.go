@@ -71,6 +71,7 @@ type Server struct {
 	echo     *echo.Echo
 	stopping atomic.Bool
 	limits   *limiter
+	uploads  *uploadQuota
 	storage  storageHealth
 	methods  methodTable
 	notify   *Notifier
@@ -97,6 +98,7 @@ func New(o Options) *Server {
 		now = commands.WallClock{}.Now
 	}
 	s.limits = newLimiter(o.Limits, o.Metrics, now)
+	s.uploads = &uploadQuota{limit: o.Limits.DeviceUploadInflight, inflight: map[string]int64{}, limiter: s.limits}
 	e.Use(s.requestLog, s.refuseMethod, s.refuseAmbiguous, s.gate)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)

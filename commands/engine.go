@@ -57,6 +57,8 @@ func TypeName(cmd Command) string {
 		return OpRecover
 	case *AdvanceClock:
 		return "test-clock-advance"
+	case *CollectSoft:
+		return "collect-soft"
 	}
 	return "other"
 }

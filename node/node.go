@@ -45,9 +45,13 @@ type Config struct {
 	// WrapLog, when set, wraps the log the sequencer appends to (tests
 	// that hold a commit in flight).
 	WrapLog func(commands.Log) commands.Log
+	// SoftCollectEvery is how often expired soft idempotency records are
+	// deleted (0: DefaultSoftCollectEvery); they are also deleted at start.
+	SoftCollectEvery time.Duration
 	// Offline opens the ledger for one offline command (admin-token
 	// create|revoke on a stopped ledger): no initial admin token on an
-	// empty directory, and a test-clock ledger runs on its own clock.
+	// empty directory, no claim-token secret check, and a test-clock
+	// ledger runs on its own clock.
 	Offline bool
 }
 
@@ -66,6 +70,7 @@ type Node struct {
 	cfg          Config
 	head         *headFile
 	snap         *snapshotter
+	soft         *softCollector
 }
 
 // Errors of start-up refusals.
@@ -140,8 +145,12 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
-		return nil, err
+	// The offline admin-token command decides nothing about claims: it
+	// needs no claim-token secret (and is given none).
+	if !cfg.Offline {
+		if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
+			return nil, err
+		}
 	}
 	blobs, err := ledger.OpenBlobs(cfg.DataDir)
 	if err != nil {
@@ -214,6 +223,9 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		tlog.Close()
 		return nil, err
 	}
+	// Past every refusal, before anything can write a blob: what crashed
+	// or refused uploads left in blobs/ goes.
+	collectBlobs(store, blobs, state, cfg.Logger)
 	var log commands.Log = store
 	if cfg.WrapLog != nil {
 		log = cfg.WrapLog(store)
@@ -246,7 +258,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, ManualClock: cfg.Manual,
 		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
 	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
-		cfg: cfg, snap: snap, head: hf}, nil
+		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, cfg.Logger)}, nil
 }
 
 // Load builds the projections from the newest valid snapshot and the log
@@ -342,6 +354,7 @@ func VerifyServerClaims(src projections.Source, secret []byte, after uint64) err
 // Close stops the sequencer (finishing its batch) and closes the ledger.
 func (n *Node) Close() error {
 	n.API.Stopping()
+	n.soft.close()
 	n.Engine.Close()
 	n.snap.close()
 	n.Transparency.Close()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"taskledger/commands"
+	"taskledger/node"
 	"taskledger/node/nodetest"
 )
 
@@ -117,5 +123,35 @@ func TestVerifyServerChecksTheChainHere(t *testing.T) {
 	r := reviewCLI("verify", "--server", bad.URL, "--token-file", o.tokenFile)
 	if r.code != 1 || !strings.Contains(r.stderr, "verify FAILED: seq 3") {
 		t.Fatalf("verify of a changed log: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The offline admin-token commands decide nothing about claims: a ledger
+// that runs with server-issued claim tokens takes them without its secret.
+func TestOfflineAdminTokenNeedsNoClaimSecret(t *testing.T) {
+	secret := make([]byte, 32)
+	for i := range secret {
+		secret[i] = byte(i + 1)
+	}
+	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = secret }))
+	d := n.RegisterDevice()
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	id := n.CreateTask(map[string]any{"job": 1})
+	nodetest.Must(t, n.Do("POST", "/api/v1/admin/tasks/"+id+"/authorize", n.AdminToken,
+		map[string]any{"expected_revision": 1, "ttl_seconds": 3600}, nil), http.StatusOK)
+	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), http.StatusOK) // a server-issued claim token
+	n.Close()
+	if r := reviewCLI("admin-token", "create", "ops", "--data", n.Dir); r.code != 0 {
+		t.Fatalf("create: exit %d %s", r.code, r.stderr)
+	}
+	if r := reviewCLI("admin-token", "revoke", "ops", "--data", n.Dir); r.code != 0 {
+		t.Fatalf("revoke: exit %d %s", r.code, r.stderr)
+	}
+	// serve still refuses to start without the secret.
+	if _, err := node.Open(node.Config{DataDir: n.Dir, Manual: true, Commands: commands.DefaultConfig(), Logger: zerolog.Nop()}); !errors.Is(err, node.ErrNoSecret) {
+		t.Fatalf("open without the secret: %v, want %v", err, node.ErrNoSecret)
+	}
+	if r := reviewCLI("verify", "--data", n.Dir, "--claim-token-secret", hex.EncodeToString(secret)); r.code != 0 {
+		t.Fatalf("verify: %d %s", r.code, r.stderr)
 	}
 }
