@@ -319,6 +319,9 @@ func (l *Log) publish(b *ledger.Batch, head ledger.Head, lastJS uint64) error {
 	if ack.Sequence != lastJS+1 {
 		return fmt.Errorf("%w: stored as message %d, expected %d", ErrMessage, ack.Sequence, lastJS+1)
 	}
+	if l.lastJS >= ack.Sequence { // a concurrent read already indexed it
+		return nil
+	}
 	return l.index(ack.Sequence, body)
 }
 

@@ -117,3 +117,85 @@ func TestManyBatchesReadThroughTheConsumer(t *testing.T) {
 		t.Fatalf("stream task/b: %d (%v), want %d", got, err, v["task/b"])
 	}
 }
+
+// TestBatchAlreadyStoredIsCommitted: a writer whose publish is refused
+// because the stream already ends with the very same batch (its earlier
+// try was stored and the answer lost, or an identical decision) reports it
+// committed, and the batch is stored once.
+func TestBatchAlreadyStoredIsCommitted(t *testing.T) {
+	s := MustServer(t)
+	open := func() *jetstream.Log {
+		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "ONCE"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	a, b := open(), open()
+	evs, head := ledgertest.Events(t, ledger.GenesisHead(), 3, map[string]uint64{})
+	if err := a.Append(&ledger.Batch{Expected: ledger.GenesisHead(), Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+	// b has not read a's message: it publishes the same batch at seq 0.
+	if err := b.Append(&ledger.Batch{Expected: ledger.GenesisHead(), Events: evs}); err != nil {
+		t.Fatalf("the same batch again: %v, want it reported committed", err)
+	}
+	n := 0
+	if err := b.Range(0, func(*ledger.Event) error { n++; return nil }); err != nil || n != 3 {
+		t.Fatalf("the log holds %d events (%v), want the batch once (3)", n, err)
+	}
+	if h, _ := b.Head(); h.Seq != head.Seq {
+		t.Fatalf("head %d, want %d", h.Seq, head.Seq)
+	}
+}
+
+// TestReadsDuringAppendsIndexEachBatchOnce reads the head from other
+// goroutines while batches are appended: a batch a read indexes before
+// its own Append returns is not indexed twice.
+func TestReadsDuringAppendsIndexEachBatchOnce(t *testing.T) {
+	s := MustServer(t)
+	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "READS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stop := make(chan struct{})
+	done := make(chan error, 2)
+	for r := 0; r < 2; r++ {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				if _, err := l.Head(); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	v := map[string]uint64{}
+	head := ledger.GenesisHead()
+	for i := 0; i < 60; i++ {
+		evs, next := ledgertest.Events(t, head, 2, v, "task/a")
+		if err := l.Append(&ledger.Batch{Expected: head, Events: evs}); err != nil {
+			close(stop)
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		head = next
+	}
+	close(stop)
+	for r := 0; r < 2; r++ {
+		if err := <-done; err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+	}
+	n := 0
+	if err := l.Stream("task/a", func(*ledger.Event) error { n++; return nil }); err != nil || n != 120 {
+		t.Fatalf("stream holds %d events (%v), want 120", n, err)
+	}
+}

@@ -216,6 +216,15 @@ func testStaleHeadRefused(t *testing.T, h Harness) {
 	if err := b.Append(&ledger.Batch{Expected: wrong, Events: more}); !errors.Is(err, ledger.ErrHeadMoved) {
 		t.Fatalf("batch at a head of another hash: %v, want ErrHeadMoved", err)
 	}
+	// A batch of soft records and meta alone is checked too.
+	err = b.Append(&ledger.Batch{Expected: ledger.GenesisHead(),
+		Soft: []ledger.SoftRecord{{Key: "stale/2", Value: []byte("y")}}, ManualClock: &ledger.ManualClock{Enabled: true, Now: 9}})
+	if !errors.Is(err, ledger.ErrHeadMoved) {
+		t.Fatalf("stale soft-only batch: %v, want ErrHeadMoved", err)
+	}
+	if mc, err := b.ManualClock(); err != nil || mc != (ledger.ManualClock{}) {
+		t.Fatalf("a refused batch wrote the manual clock: %+v, %v", mc, err)
+	}
 	sameHead(t, mustHead(t, b), head)
 	sameEvents(t, all(t, b), evs)
 	n := 0
