@@ -24,7 +24,7 @@ func mustConn(t *testing.T, url string) *nats.Conn {
 }
 
 func TestBatchLargerThanMaxPayloadIsRefused(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "BIG"})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestBatchLargerThanMaxPayloadIsRefused(t *testing.T) {
 }
 
 func TestStreamThatAllowsDeleteIsRefused(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	js, err := natsjs.New(mustConn(t, s.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestStreamThatAllowsDeleteIsRefused(t *testing.T) {
 }
 
 func TestForeignMessageInTheStreamIsCorrupt(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "FOREIGN"})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestForeignMessageInTheStreamIsCorrupt(t *testing.T) {
 }
 
 func TestClosedLogRefuses(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "CLOSED"})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestClosedLogRefuses(t *testing.T) {
 }
 
 func TestOpenWithoutServerFails(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	url := s.ClientURL()
 	s.Shutdown()
 	s.WaitForShutdown()
@@ -123,7 +123,7 @@ func TestOpenWithoutServerFails(t *testing.T) {
 }
 
 func TestBlobUnderAnotherNameIsDamaged(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "DMG"})
 	if err != nil {
 		t.Fatal(err)

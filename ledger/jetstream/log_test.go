@@ -14,12 +14,13 @@ import (
 )
 
 // MustServer starts an embedded JetStream server on a loopback random
-// port with its store in a temporary directory, shut down at cleanup.
-func MustServer(t testing.TB) *server.Server {
+// port with its store in a temporary directory, shut down at cleanup;
+// syncAlways fsyncs every write (sync_interval: always).
+func MustServer(t testing.TB, syncAlways bool) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(),
+		JetStream: true, StoreDir: t.TempDir(), SyncAlways: syncAlways,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,14 +52,14 @@ func harness(t *testing.T, url string) ledgertest.Harness {
 // TestLogConformance runs the backend conformance suite on a JetStream
 // stream (R1, file storage) of an embedded server.
 func TestLogConformance(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	ledgertest.Run(t, harness(t, s.ClientURL()))
 }
 
 // TestBlobsConformance runs the blob store conformance tests on the
 // object store of an embedded server.
 func TestBlobsConformance(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	ledgertest.RunBlobs(t, func(t *testing.T) ledger.BlobStore {
 		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "BLOBS"})
 		if err != nil {
@@ -77,7 +78,7 @@ func TestBlobsConformance(t *testing.T) {
 // fetches one by one, and reads them back from a reopened log (Open, Range
 // from inside, Stream).
 func TestManyBatchesReadThroughTheConsumer(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	open := func() *jetstream.Log {
 		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "MANY"})
 		if err != nil {
@@ -123,7 +124,7 @@ func TestManyBatchesReadThroughTheConsumer(t *testing.T) {
 // try was stored and the answer lost, or an identical decision) reports it
 // committed, and the batch is stored once.
 func TestBatchAlreadyStoredIsCommitted(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	open := func() *jetstream.Log {
 		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "ONCE"})
 		if err != nil {
@@ -154,7 +155,7 @@ func TestBatchAlreadyStoredIsCommitted(t *testing.T) {
 // goroutines while batches are appended: a batch a read indexes before
 // its own Append returns is not indexed twice.
 func TestReadsDuringAppendsIndexEachBatchOnce(t *testing.T) {
-	s := MustServer(t)
+	s := MustServer(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "READS"})
 	if err != nil {
 		t.Fatal(err)
