@@ -195,3 +195,25 @@ func TestClusterR3SurvivesTheLossOfOneServer(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterR3Conformance runs the backend conformance suite on R3
+// streams of a three-server cluster, each backend connected to another
+// server.
+func TestClusterR3Conformance(t *testing.T) {
+	servers := mustCluster(t)
+	next := 0
+	ledgertest.Run(t, ledgertest.Harness{Shared: true, New: func(t *testing.T) func() (ledger.Backend, error) {
+		name := fmt.Sprintf("C%d", names.Add(1))
+		return func() (ledger.Backend, error) {
+			url := servers[next%len(servers)].ClientURL()
+			next++
+			var l *jetstream.Log
+			var err error
+			eventually(t, 15*time.Second, "open R3 log", func() error {
+				l, err = jetstream.Open(jetstream.Config{URL: url, Name: name, Replicas: 3, Timeout: 3 * time.Second})
+				return err
+			})
+			return l, err
+		}
+	}})
+}
