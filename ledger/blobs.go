@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"taskledger/internal/failpoint"
 )
 
 // Blobs is the content-addressed store beside the log: files under
@@ -43,7 +45,7 @@ func (b *Blobs) Put(data []byte) (string, error) {
 		}
 		return name, nil
 	}
-	if err := faultOfBlobs(); err != nil {
+	if err := failpoint.Eval(failpoint.BlobWrite); err != nil {
 		return "", fmt.Errorf("ledger: blob write: %w", err)
 	}
 	f, err := os.CreateTemp(b.dir, name+".*.tmp")
