@@ -95,4 +95,3 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 	_, _, claim := ctClaim(t, d)
 	nodetest.Must(t, claim, http.StatusOK)
 }
-
