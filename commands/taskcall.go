@@ -126,7 +126,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
 	stream := events.TaskStream(t.ID)
-	draft := func(typ string, body any) *Decision {
+	draft := func(typ events.Type, body any) *Decision {
 		return &Decision{Events: []Draft{{Stream: stream, Type: typ, Actor: actor, Idem: id, Body: body}},
 			Answer: recorded(scope, c.Key)}
 	}

@@ -11,9 +11,9 @@ import (
 
 // bodySamples returns, for every body type, encoded bodies: every field
 // set, every field zero, and empty (not nil) slices and maps.
-func bodySamples(t testing.TB) map[string][][]byte {
+func bodySamples(t testing.TB) map[Type][][]byte {
 	t.Helper()
-	out := map[string][][]byte{}
+	out := map[Type][][]byte{}
 	f := &filler{}
 	for typ, c := range codecs {
 		full, zero, empty := c.new(), c.new(), c.new()
@@ -40,7 +40,7 @@ func bodySamples(t testing.TB) map[string][][]byte {
 
 // checkBodyFast fails when the fast path decodes raw unlike the generic
 // decoder; it reports whether the fast path took it.
-func checkBodyFast(t testing.TB, typ string, raw []byte) bool {
+func checkBodyFast(t testing.TB, typ Type, raw []byte) bool {
 	t.Helper()
 	c := codecs[typ]
 	fast := c.new()

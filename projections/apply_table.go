@@ -27,8 +27,8 @@ func on[T any](f func(s *State, e *ledger.Event, b *T) error) applier {
 // methods live in files by family (apply_task.go, apply_authorization.go,
 // apply_claim.go, apply_execution.go, apply_device.go).
 // TestEveryEventTypeHasAnApplier keeps it complete.
-var appliers = sync.OnceValue(func() map[string]applier {
-	return map[string]applier{
+var appliers = sync.OnceValue(func() map[events.Type]applier {
+	return map[events.Type]applier{
 		events.EvTaskCreated:               on((*State).applyCreated),
 		events.EvTaskAmended:               on((*State).applyAmended),
 		events.EvTaskReferenceImageSet:     on((*State).applyReferenceImageSet),

@@ -252,7 +252,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 		k := fmt.Sprint("k", i)
 		keys = append(keys, k)
 		r := &IdemRecord{Scope: "device:d:op", Key: k, Fingerprint: []byte{byte(i)}, At: int64(10 * i), Seq: uint64(i + 1),
-			EventType: events.EvTaskStarted, Outcome: OutcomeAccepted, TaskID: "t", DeviceID: "d",
+			EventType: string(events.EvTaskStarted), Outcome: OutcomeAccepted, TaskID: "t", DeviceID: "d",
 			Reply: &Reply{TaskID: "t", State: StateRunning, ServerTime: int64(10 * i), LeaseExpiresAt: int64(10*i + 50)}}
 		live.Idem.put(r)
 	}
@@ -268,7 +268,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 	if len(restored.Idem.Records) != 0 || restored.Idem.loaded == nil {
 		t.Fatal("a restore decoded the records instead of leaving them encoded")
 	}
-	again := &IdemRecord{Scope: "device:d:op", Key: "k25", Fingerprint: []byte{99}, At: 395, Seq: 99, EventType: events.EvTaskStarted, Outcome: OutcomeAccepted}
+	again := &IdemRecord{Scope: "device:d:op", Key: "k25", Fingerprint: []byte{99}, At: 395, Seq: 99, EventType: string(events.EvTaskStarted), Outcome: OutcomeAccepted}
 	for _, s := range []*State{live, restored} {
 		c := *again
 		s.Idem.put(&c)

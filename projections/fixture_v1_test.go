@@ -62,7 +62,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 	if rep.Events != 46 {
 		t.Fatalf("fixture has %d events, want 46", rep.Events)
 	}
-	types := map[string]bool{}
+	types := map[events.Type]bool{}
 	schema1 := 0
 	err = store.Range(0, func(e *ledger.Event) error {
 		types[e.Type] = true
