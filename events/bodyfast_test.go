@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"taskledger/internal/testfill"
 	"taskledger/ledger"
 )
 
@@ -14,10 +15,10 @@ import (
 func bodySamples(t testing.TB) map[Type][][]byte {
 	t.Helper()
 	out := map[Type][][]byte{}
-	f := &filler{}
+	f := &testfill.Filler{}
 	for typ, c := range codecs {
 		full, zero, empty := c.new(), c.new(), c.new()
-		f.fill(reflect.ValueOf(full).Elem())
+		f.Fill(reflect.ValueOf(full).Elem())
 		ev := reflect.ValueOf(empty).Elem()
 		for i := 0; i < ev.NumField(); i++ {
 			switch fv := ev.Field(i); fv.Kind() {
