@@ -40,13 +40,6 @@ func (l *faultyLog) Append(b *ledger.Batch) error {
 	return l.inner.Append(b)
 }
 
-func mustUnavailable(t *testing.T, what string, r *nodetest.Resp) {
-	t.Helper()
-	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || len(r.Body) != 0 {
-		t.Fatalf("%s: %d %q (Retry-After %q), want 503 with Retry-After and an empty body", what, r.Status, r.Body, r.Header.Get("Retry-After"))
-	}
-}
-
 // A blob write that fails (disk full) answers 503 with Retry-After, never
 // 500, appends nothing, and /readyz is 503 until the data directory takes
 // writes again; then the same upload succeeds without a restart.
@@ -94,4 +87,24 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 	// The device's presence survived the failed commit: it claims at once.
 	_, _, claim := ctClaim(t, d)
 	nodetest.Must(t, claim, http.StatusOK)
+}
+
+// A blob that cannot be written (ENOSPC at the start, or in the middle of
+// the body) answers 503 and leaves nothing in blobs/.
+func TestUploadStorageErrorLeavesNothing(t *testing.T) {
+	l := i4DriveTo(t, i4StRunning)
+	n := l.n
+	big := i4PadPNG(t, i4TinyPNG(t), 1<<20)
+	restore := mustFailpoint(t, failpoint.BlobWrite, "enospc")
+	mustUnavailable(t, "blob fault at create", l.evidence(t, "", big, nil))
+	restore()
+	mustBlobs(t, n, "fault at create")
+	stages := watchBlobs(n)
+	stages.at[ledger.BlobCreated] = func() { restore = mustFailpoint(t, failpoint.BlobWrite, "eio") }
+	mustUnavailable(t, "blob fault mid-body", l.evidence(t, "", big, nil))
+	restore()
+	stages.wait(t, ledger.BlobAborted)
+	mustBlobs(t, n, "fault mid-body")
+	i4Uploaded(t, l.evidence(t, "", big, nil), big)
+	mustBlobs(t, n, "after recovery", i4SHA(big))
 }

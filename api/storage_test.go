@@ -16,6 +16,13 @@ import (
 	"taskledger/projections"
 )
 
+func mustUnavailable(t *testing.T, what string, r *nodetest.Resp) {
+	t.Helper()
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || len(r.Body) != 0 {
+		t.Fatalf("%s: %d %q (Retry-After %q), want 503 with Retry-After and an empty body", what, r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+}
+
 // A blob damaged on disk is never served (its hash is re-checked on every
 // read), and verify reports it.
 func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
@@ -39,9 +46,18 @@ func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 		return ctRaw(t, n, "GET", ctDevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
 			map[string]string{"X-Claim-Token": tok, "X-Claim-Generation": gen})
 	}
-	if r := get(); r.Status == http.StatusOK || bytes.Equal(r.Body, damaged) {
-		t.Fatalf("a damaged blob was served: %d", r.Status)
+	adminGet := func() *nodetest.Resp {
+		return n.Do("GET", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, nil, nil)
 	}
+	// Damaged, then missing: 503 with Retry-After and an empty body (a
+	// storage fault, never a 500, never the bytes), on both routes.
+	mustUnavailable(t, "device read of a damaged blob", get())
+	mustUnavailable(t, "admin read of a damaged blob", adminGet())
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	mustUnavailable(t, "device read of a missing blob", get())
+	mustUnavailable(t, "admin read of a missing blob", adminGet())
 	if err := os.WriteFile(path, jpeg, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -126,8 +126,11 @@ type ClaimNext struct {
 // OpClaimNext is the idempotency operation of claim-next.
 const OpClaimNext = "claim-next"
 
-// SoftIdemKey is the soft-record key of a recorded "no task" outcome.
-func SoftIdemKey(scope, key string) string { return "idem/" + projections.IdemID(scope, key) }
+// SoftIdemKey is the soft-record key of an outcome kept as a soft record
+// (a "no task" claim-next, a quiet heartbeat).
+func SoftIdemKey(scope, key string) string {
+	return projections.SoftIdemPrefix + projections.IdemID(scope, key)
+}
 
 // Decide implements the claim decision of domain.md, in api.md's order.
 func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
@@ -182,13 +185,13 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	if t == nil {
 		rec := &projections.IdemRecord{Scope: scope, Key: c.Key, Fingerprint: c.Fingerprint, At: x.Now,
 			Outcome: projections.OutcomeNoTask, DeviceID: d.ID}
-		raw, err := ledger.Marshal(rec)
+		raw, err := projections.EncodeSoftIdem(rec)
 		if err != nil {
 			return nil, err
 		}
 		return &Decision{
 			Soft:   []ledger.SoftRecord{{Key: SoftIdemKey(scope, c.Key), Value: raw}},
-			Effect: func(s *projections.State) { s.Idem.PutSoft(rec) },
+			Effect: func(s *projections.State) { s.Idem.PutSoft(rec, raw) },
 			Answer: func(*projections.State) Result { return Result{Record: rec} },
 		}, nil
 	}

@@ -74,6 +74,11 @@ type TaskCall struct {
 	ReasonCode  string // fail
 	Detail      string // fail
 	Evidence    *projections.Evidence
+	// RecordedOnly: the call's key had a record when the request came
+	// (see Precheck), so its blob was hashed, not stored. It may only
+	// replay or be refused: a key that is no longer recorded is
+	// idempotency_key_expired, never a new event.
+	RecordedOnly bool
 }
 
 // replayCheck decides whether a recorded outcome may still be answered:
@@ -113,6 +118,9 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	scope := Scope(actor, c.Op)
 	if dec, err := lookupIdem(x, scope, c.Key, c.Fingerprint, c.replayCheck(x)); dec != nil || err != nil {
 		return dec, err
+	}
+	if c.RecordedOnly {
+		return nil, ErrIdempotencyKeyExpired
 	}
 	t := x.State.Tasks[c.TaskID]
 	if t == nil || !t.Open() || t.Claim == nil || t.Claim.DeviceID != d.ID {
@@ -248,7 +256,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 	if err != nil {
 		return nil, err
 	}
-	rawRec, err := ledger.Marshal(rec)
+	rawRec, err := projections.EncodeSoftIdem(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +265,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 			{Key: SoftIdemKey(scope, c.Key), Value: rawRec}},
 		Effect: func(s *projections.State) {
 			s.ApplySoftLease(soft)
-			s.Idem.PutSoft(rec)
+			s.Idem.PutSoft(rec, rawRec)
 		},
 		Answer: func(*projections.State) Result { return Result{Record: rec} },
 	}, nil

@@ -47,6 +47,8 @@ func init() {
 	register(EvDeviceRegistered, func() any { return new(DeviceRegistered) })
 	register(EvDeviceRevoked, func() any { return new(DeviceRevoked) })
 	register(EvDeviceClaimRequiresManual, func() any { return new(DeviceClaimRequiresManual) })
+	register(EvAdminTokenCreated, func() any { return new(AdminTokenCreated) })
+	register(EvAdminTokenRevoked, func() any { return new(AdminTokenRevoked) })
 	registerUpcasters()
 }
 

@@ -54,6 +54,10 @@ const (
 	EvDeviceRevoked Type = "device.revoked"
 	// EvDeviceClaimRequiresManual: a claim-next the device's open task blocked.
 	EvDeviceClaimRequiresManual Type = "device.claim_requires_manual"
+	// EvAdminTokenCreated: an operator created an admin token (its hash).
+	EvAdminTokenCreated Type = "admin_token.created"
+	// EvAdminTokenRevoked: an operator revoked an admin token.
+	EvAdminTokenRevoked Type = "admin_token.revoked"
 )
 
 // AllEventTypes lists every event type.
@@ -65,7 +69,7 @@ func AllEventTypes() []Type {
 		EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
 		EvTaskLateReport, EvTaskCancelRequested, EvTaskCanceled, EvTaskRecovered,
 		EvTaskEvidenceAttached, EvDeviceRegistered, EvDeviceRevoked,
-		EvDeviceClaimRequiresManual,
+		EvDeviceClaimRequiresManual, EvAdminTokenCreated, EvAdminTokenRevoked,
 	}
 }
 
@@ -74,6 +78,10 @@ func TaskStream(id string) string { return "task/" + id }
 
 // DeviceStream is the stream name of a device.
 func DeviceStream(id string) string { return "device/" + id }
+
+// AdminTokenStream is the stream name of an admin token's name: a name
+// revoked and created again continues its stream.
+func AdminTokenStream(name string) string { return "admin-token/" + name }
 
 // AuthBody is an authorization snapshot as carried by events.
 type AuthBody struct {
@@ -357,4 +365,17 @@ type DeviceClaimRequiresManual struct {
 	DeviceID  string `msgpack:"device_id" json:"device_id"`
 	SessionID string `msgpack:"session_id" json:"session_id"`
 	TaskID    string `msgpack:"task_id" json:"task_id"`
+}
+
+// AdminTokenCreated is the body of admin_token.created. The token itself
+// is never written: only its SHA-256, which no answer shows.
+type AdminTokenCreated struct {
+	Name      string `msgpack:"name" json:"name"`
+	TokenHash string `msgpack:"token_sha256" json:"-"`
+}
+
+// AdminTokenRevoked is the body of admin_token.revoked.
+type AdminTokenRevoked struct {
+	Name   string `msgpack:"name" json:"name"`
+	Reason string `msgpack:"reason" json:"reason"`
 }

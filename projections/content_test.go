@@ -38,6 +38,11 @@ func contentState(t testing.TB) *State {
 		s.Devices[d.ID] = d
 	}
 	s.Devices["no-checks"] = &Device{ID: "no-checks", RequiredChecks: []string{}}
+	for range 2 {
+		a := testfill.Filled[AdminToken](f)
+		s.AdminTokens[a.Name] = a
+	}
+	s.AdminTokens["outside"] = &AdminToken{Name: "outside", Status: AdminTokenRevoked, RevokedAt: 7, StreamVersion: 1}
 	var ids []string
 	for i := range 4 {
 		r := testfill.Filled[IdemRecord](f)
@@ -77,7 +82,7 @@ func exported(s *State) map[string]any {
 		tasks[id] = c
 	}
 	return map[string]any{"head": s.Head, "claims": s.ServerClaims, "tasks": tasks, "devices": s.Devices,
-		"records": s.Idem.allRecords(), "order": s.Idem.fullOrder(), "tombstones": tombs}
+		"admins": s.AdminTokens, "records": s.Idem.allRecords(), "order": s.Idem.fullOrder(), "tombstones": tombs}
 }
 
 // TestContentRoundTrip: Restore(Canonical(s)) has every field of s, and

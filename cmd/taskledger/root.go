@@ -33,8 +33,10 @@ var legacyCommands = []legacy{
 	{"serve", "run the server", "Run the server: the sequencer, the HTTP API and the operator console.\n" +
 		"The first start on an empty data directory creates the ledger and writes a one-time admin token to DATA/initial-admin-token (mode 0600).",
 		func(a []string, _, e io.Writer) int { return cmdServe(a, e) }},
-	{"verify", "check the log offline: hash chain, seq, invariants, snapshots",
-		"Check a stopped ledger: the hash chain, seq density, every invariant, bbolt's consistency check, and that snapshot + tail equals a full replay.\nExits 1 on the first violation, naming its seq.", cmdVerify},
+	{"verify", "check the log: hash chain, seq, invariants, snapshots (offline; --server checks a running server's log here)",
+		"Check a stopped ledger: the hash chain, seq density, every invariant, bbolt's consistency check, and that snapshot + tail equals a full replay.\n" +
+			"With --server URL (or TASKLEDGER_SERVER) and an admin token (--token-file FILE or TASKLEDGER_TOKEN), the whole log is read through the running server's API (its stored envelopes) and checked here: seqs, hash chain, canonical encoding, invariants and every task's rules; --key VERIFIER also checks its newest signed checkpoint.\n" +
+			"Exits 1 on the first violation, naming its seq.", cmdVerify},
 	{"history", "a task's full history (offline; --server reads it through the API)",
 		"Print a task's full history, human readable or --json. With --server (or TASKLEDGER_SERVER) it is read through a running server's API; otherwise from the stopped ledger in --data.", cmdHistoryAny},
 	{"export", "the log as NDJSON (offline; --server reads it through the API)",
