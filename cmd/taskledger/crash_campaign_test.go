@@ -33,7 +33,7 @@ var campaignKills = flag.Int("campaign", 3, "SIGKILLs of TestCrashCampaign")
 // record it.
 type campaignAck struct {
 	key, device, task string
-	types             []string // empty: a recorded "no task" (soft record)
+	types             []events.Type // empty: a recorded "no task" (soft record)
 }
 
 // campaign is the load and its client-side log.
@@ -112,7 +112,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		}
 		m := a.json()
 		task, gen, version := str(obj(m, "task"), "id"), num(m, "claim_generation"), num(m, "version")
-		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskClaimed, events.EvTaskClaimResumed}})
+		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskClaimed, events.EvTaskClaimResumed}})
 		path := "/api/v1/device/tasks/" + task + "/"
 		hdr := map[string]string{"X-Claim-Token": tok}
 		if rng.IntN(4) == 0 {
@@ -122,7 +122,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 				return err
 			}
 			if r.Status == 200 {
-				c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskReleased}})
+				c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskReleased}})
 			}
 			continue
 		}
@@ -134,7 +134,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		if r.Status != 200 {
 			continue // canceled by the operator meanwhile
 		}
-		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskStarted}})
+		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskStarted}})
 		exec, version := str(r.json(), "execution_id"), num(r.json(), "version")
 		ok := true
 		for i := range 1 + rng.IntN(3) {
@@ -146,7 +146,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			if ok = r.Status == 200; !ok {
 				break
 			}
-			c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskHeartbeat}})
+			c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskHeartbeat}})
 		}
 		if !ok {
 			continue
@@ -159,7 +159,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		if r.Status != 200 {
 			return fmt.Errorf("complete %s: %s", task, r)
 		}
-		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskCompleted}})
+		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskCompleted}})
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 				return err
 			}
 			if a.Status == 200 {
-				c.ack(campaignAck{key: key, task: task, types: []string{events.EvTaskCanceled, events.EvTaskCancelRequested}})
+				c.ack(campaignAck{key: key, task: task, types: []events.Type{events.EvTaskCanceled, events.EvTaskCancelRequested}})
 			}
 			continue
 		}
@@ -198,7 +198,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 		if a.Status != 201 {
 			return fmt.Errorf("create: %s", a)
 		}
-		c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []string{events.EvTaskCreated}})
+		c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []events.Type{events.EvTaskCreated}})
 	}
 	return nil
 }
@@ -224,14 +224,14 @@ func TestCrashCampaign(t *testing.T) {
 		}
 		m := a.json()
 		devs[i] = crashDevice{id: str(m, "device_id"), token: str(m, "token"), session: uuid.NewString()}
-		c.ack(campaignAck{key: key, device: devs[i].id, types: []string{events.EvDeviceRegistered}})
+		c.ack(campaignAck{key: key, device: devs[i].id, types: []events.Type{events.EvDeviceRegistered}})
 	}
 	a, key, err := c.post("/api/v1/admin/tasks", admin,
 		map[string]any{"payload": map[string]any{"n": -1}, "authorize": map[string]any{"ttl_seconds": 3600}}, nil)
 	if err != nil || a.Status != 201 {
 		t.Fatalf("create: %v %v", err, a)
 	}
-	c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []string{events.EvTaskCreated}})
+	c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []events.Type{events.EvTaskCreated}})
 
 	errs := make(chan error, devices+1)
 	var wg sync.WaitGroup
@@ -301,8 +301,9 @@ func checkCampaignLog(t *testing.T, dir string, acks []campaignAck) int {
 	}
 	defer store.Close()
 	type rec struct {
-		typ, task, device string
-		seq               uint64
+		typ          events.Type
+		task, device string
+		seq          uint64
 	}
 	byKey := map[string]rec{}
 	holder := map[string]string{} // task → device holding it (claim or execution)
