@@ -469,6 +469,18 @@ func liveExamples(t *testing.T) map[string]string {
 	d.call(n, "consistency-proof.request", "consistency-proof.200", "GET", fmt.Sprintf("%s/proofs/consistency?from=3&to=%d", A, head), adm, nil, nil)
 	d.call(n, "audit-bundle.request", "audit-bundle.200", "GET", A+"/tasks/"+taskA+"/audit-bundle", adm, nil, nil)
 
+	// Admin tokens of the running server, and the raw log.
+	r = d.json(n, "create-admin-token.request", "create-admin-token.201", "POST", A+"/admin-tokens", adm, nil,
+		map[string]any{"name": "ci-runner"})
+	nodetest.Must(t, r, 201)
+	d.names[nodetest.Str(r.JSON(), "token")] = "<admin token>"
+	d.call(n, "list-admin-tokens.request", "list-admin-tokens.200", "GET", A+"/admin-tokens", adm, nil, nil)
+	d.call(n, "get-admin-token.request", "get-admin-token.200", "GET", A+"/admin-tokens/ci-runner", adm, nil, nil)
+	r = d.json(n, "revoke-admin-token.request", "revoke-admin-token.200", "POST", A+"/admin-tokens/ci-runner/revoke", adm, nil,
+		map[string]any{"reason": "runner decommissioned"})
+	nodetest.Must(t, r, 200)
+	d.call(n, "raw-log.request", "raw-log.200", "GET", A+"/log?after=0&limit=2", adm, nil, nil)
+
 	// The general refusals.
 	d.json(n, "", "error.401", "POST", D+"/heartbeat", "", nil, presence(devID))
 	d.call(n, "", "error.403", "GET", A+"/tasks", devTok, nil, nil)
