@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -88,14 +89,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	gc := "GOGC from the environment"
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400) // what taskledger serve and bench run with
+		gc = "GOGC=400"
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		want[strings.TrimSpace(s)] = true
 	}
-	fmt.Fprintf(stdout, "compare: %s %s/%s, %d CPUs (GOMAXPROCS %d), %s per scenario, data in %s\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, root)
+	fmt.Fprintf(stdout, "compare: %s %s/%s, %d CPUs (GOMAXPROCS %d), %s, %s per scenario, data in %s\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), gc, *duration, root)
 
 	var rows []*row
 	add := func(r *row) {
