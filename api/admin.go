@@ -121,12 +121,9 @@ func (s *Server) revokeDevice(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	reason := f.str("reason", true)
+	reason := reasonField(f)
 	if err := f.done(); err != nil {
 		return err
-	}
-	if len(reason) > 256 {
-		return invalid("field \"reason\" must be at most 256 bytes")
 	}
 	id := c.Param("id")
 	res, err := s.do(c, &commands.RevokeDevice{AdminReq: s.adminReq(c, commands.OpRevokeDevice, key, id, canon), DeviceID: id, Reason: reason})
@@ -491,21 +488,29 @@ func (s *Server) taskEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"events": out})
 }
 
-// globalEvents: GET /admin/events?after=&limit=.
-func (s *Server) globalEvents(c echo.Context) error {
+// logPage reads the after (default 0) and limit (1 to 1000, default def)
+// of a page of the log; any other parameter is refused.
+func logPage(c echo.Context, def int64) (after, limit int64, err error) {
 	q := c.QueryParams()
 	for k := range q {
 		if k != "after" && k != "limit" {
-			return invalid("unknown query parameter %q", k)
+			return 0, 0, invalid("unknown query parameter %q", k)
 		}
 	}
-	after, err := queryInt(q.Get("after"), 0, 0, 1<<62)
-	if err != nil {
-		return invalid("after must be a non-negative integer")
+	if after, err = queryInt(q.Get("after"), 0, 0, 1<<62); err != nil {
+		return 0, 0, invalid("after must be a non-negative integer")
 	}
-	limit, err := queryInt(q.Get("limit"), 100, 1, 1000)
+	if limit, err = queryInt(q.Get("limit"), def, 1, 1000); err != nil {
+		return 0, 0, invalid("limit must be an integer from 1 to 1000")
+	}
+	return after, limit, nil
+}
+
+// globalEvents: GET /admin/events?after=&limit=.
+func (s *Server) globalEvents(c echo.Context) error {
+	after, limit, err := logPage(c, 100)
 	if err != nil {
-		return invalid("limit must be an integer from 1 to 1000")
+		return err
 	}
 	out := []any{}
 	next := uint64(after)
@@ -547,12 +552,7 @@ func (s *Server) getEvidence(c echo.Context) error {
 	if sha == "" {
 		return commands.ErrEvidenceNotFound
 	}
-	data, err := s.blobs.Get(sha)
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("Cache-Control", "private, no-store")
-	return c.Blob(http.StatusOK, "image/png", data)
+	return s.serveBlob(c, sha, "image/png")
 }
 
 // getReferenceImage: GET /admin/tasks/{id}/reference-image — the task's
@@ -575,12 +575,7 @@ func (s *Server) getReferenceImage(c echo.Context) error {
 	if sha == "" {
 		return commands.ErrNoReferenceImage
 	}
-	data, err := s.blobs.Get(sha)
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("Cache-Control", "private, no-store")
-	return c.Blob(http.StatusOK, "image/jpeg", data)
+	return s.serveBlob(c, sha, "image/jpeg")
 }
 
 // advanceClock: POST /admin/test-clock/advance (only with --clock=manual).

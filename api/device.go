@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -126,7 +125,7 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 	case rec.Outcome == projections.OutcomeRefused:
 		ae := toAPIError(commands.RecordedError(rec.Code))
 		return c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
-	case rec.EventType == events.EvTaskClaimed || rec.EventType == events.EvTaskClaimResumed:
+	case rec.EventType == string(events.EvTaskClaimed) || rec.EventType == string(events.EvTaskClaimResumed):
 		if res.Task == nil {
 			return commands.ErrInternal
 		}
@@ -282,63 +281,5 @@ func (s *Server) deviceReferenceImage(c echo.Context) error {
 	if rerr != nil {
 		return rerr
 	}
-	data, err := s.blobs.Get(sha)
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("Cache-Control", "private, no-store")
-	return c.Blob(http.StatusOK, "image/jpeg", data)
-}
-
-// evidence: POST /device/tasks/{id}/evidence (one PNG).
-func (s *Server) evidence(c echo.Context) error {
-	hd, err := checkHead(c, evidencePNG)
-	if err != nil {
-		return err
-	}
-	key, tok := hd.key, hd.token
-	gen, err := generationHeader(c)
-	if err != nil {
-		return err
-	}
-	h := c.Request().Header
-	exec := h.Get("X-Execution-Id")
-	if !isUUIDv4(exec) {
-		return invalid("X-Execution-Id must be a canonical lowercase UUIDv4")
-	}
-	kind := h.Get("X-Evidence-Kind")
-	if kind != "screenshot" {
-		return invalid("X-Evidence-Kind must be screenshot")
-	}
-	capturedRaw := h.Get("X-Captured-At")
-	captured, err := parseTime(capturedRaw)
-	if err != nil {
-		return invalid("X-Captured-At must be an RFC 3339 UTC time with at most millisecond precision")
-	}
-	data, err := readBody(c, evidencePNG.limit)
-	if err != nil {
-		return err
-	}
-	if err := checkPNG(data); err != nil {
-		return err
-	}
-	taskID := c.Param("id")
-	if !isUUIDv4(taskID) {
-		return commands.ErrClaimNotFound
-	}
-	sha, err := s.blobs.Put(data)
-	if err != nil {
-		return s.blobFailed(err)
-	}
-	tokHash := commands.HashToken(tok)
-	cmd := &commands.TaskCall{Op: commands.OpEvidence, Device: principal(c), TaskID: taskID, Key: key, TokenHash: tokHash,
-		Generation: gen, ExecutionID: exec,
-		Evidence: &projections.Evidence{SHA256: sha, Size: int64(len(data)), Kind: kind, CapturedAt: captured}}
-	cmd.Fingerprint = fingerprint(commands.OpEvidence, taskID, sha, strconv.FormatUint(gen, 10), exec, kind,
-		strconv.FormatInt(captured, 10), tokHash)
-	res, err := s.do(c, cmd)
-	if err != nil {
-		return err
-	}
-	return s.answerDevice(c, res)
+	return s.serveBlob(c, sha, "image/jpeg")
 }

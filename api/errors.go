@@ -65,6 +65,9 @@ var errorTable = []struct {
 	{commands.ErrLeaseNotExpired, http.StatusConflict, "lease_not_expired", "the task's lease has not expired"},
 	{commands.ErrNoReferenceImage, http.StatusNotFound, "no_reference_image", "the task has no reference image"},
 	{commands.ErrEvidenceNotFound, http.StatusNotFound, "evidence_not_found", "no such evidence"},
+	{commands.ErrAdminTokenExists, http.StatusConflict, "admin_token_exists", "an admin token of that name exists"},
+	{commands.ErrAdminTokenNotFound, http.StatusNotFound, "admin_token_not_found", "no such admin token"},
+	{commands.ErrLastAdminToken, http.StatusConflict, "last_admin_token", "the last active admin token cannot be revoked"},
 }
 
 // toAPIError maps any error to its answer; unknown errors are 500.

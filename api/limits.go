@@ -26,6 +26,10 @@ type Limits struct {
 	// for requests that fail authentication (no, unknown or revoked token).
 	AddressRate  float64
 	AddressBurst int
+	// DeviceUploadInflight bounds the bytes of evidence uploads each
+	// device has in flight (reserved from the Content-Length, or the
+	// route's limit for a chunked body, until the answer); 0: no bound.
+	DeviceUploadInflight int64
 	// Now is the time the buckets refill by (network protection, not ledger
 	// time); nil: the commands wall clock.
 	Now func() time.Time
@@ -35,6 +39,8 @@ type Limits struct {
 const (
 	LimitDevice  = "device"
 	LimitAddress = "address"
+	// LimitUpload: the per-device quota of upload bytes in flight.
+	LimitUpload = "upload"
 )
 
 // maxAddressBuckets bounds the per-address table: past it, buckets that are
@@ -58,10 +64,11 @@ func newLimiter(cfg Limits, m *Metrics, now func() time.Time) *limiter {
 	}
 	l := &limiter{cfg: cfg, devices: map[string]*rate.Limiter{}, addrs: map[string]*rate.Limiter{}}
 	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskledger_rate_limited_total",
-		Help: "Requests refused 429 rate_limited, by limit (device: per-device bucket; address: unauthenticated per-address bucket)."},
+		Help: "Requests refused 429 rate_limited, by limit (device: per-device bucket; address: unauthenticated per-address bucket; upload: per-device upload bytes in flight)."},
 		[]string{"limit"})
 	l.refused.WithLabelValues(LimitDevice)
 	l.refused.WithLabelValues(LimitAddress)
+	l.refused.WithLabelValues(LimitUpload)
 	if m != nil {
 		m.reg.MustRegister(l.refused)
 	}
@@ -185,4 +192,5 @@ func (s *Server) SetLimits(l Limits) {
 		l.Now = s.limits.cfg.Now
 	}
 	s.limits.cfg = l
+	s.uploads.setLimit(l.DeviceUploadInflight)
 }

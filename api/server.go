@@ -38,6 +38,7 @@ const (
 type Events interface {
 	Range(after uint64, fn func(*ledger.Event) error) error
 	Stream(stream string, fn func(*ledger.Event) error) error
+	RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) error
 }
 
 // Options configure the api.
@@ -45,8 +46,7 @@ type Options struct {
 	Engine      *commands.Engine
 	Events      Events
 	Blobs       *ledger.Blobs
-	AdminTokens map[string][]byte // name → SHA-256 of the token
-	ManualClock bool              // enables the test-clock route
+	ManualClock bool // enables the test-clock route
 	Logger      zerolog.Logger
 	Metrics     *Metrics
 	// Extra registers more routes (metrics, console) on the root.
@@ -66,12 +66,12 @@ type Server struct {
 	eng      *commands.Engine
 	events   Events
 	blobs    *ledger.Blobs
-	admins   map[string]string // hex SHA-256 → name
 	log      zerolog.Logger
 	metrics  *Metrics
 	echo     *echo.Echo
 	stopping atomic.Bool
 	limits   *limiter
+	uploads  *uploadQuota
 	storage  storageHealth
 	methods  methodTable
 	notify   *Notifier
@@ -82,11 +82,8 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(o Options) *Server {
-	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, admins: map[string]string{}, log: o.Logger, metrics: o.Metrics,
+	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, log: o.Logger, metrics: o.Metrics,
 		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency}
-	for name, h := range o.AdminTokens {
-		s.admins[hex.EncodeToString(h)] = name
-	}
 	if s.metrics != nil && s.eng != nil {
 		s.metrics.WatchNeedingOperator(func() (n int) {
 			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
@@ -101,6 +98,7 @@ func New(o Options) *Server {
 		now = commands.WallClock{}.Now
 	}
 	s.limits = newLimiter(o.Limits, o.Metrics, now)
+	s.uploads = &uploadQuota{limit: o.Limits.DeviceUploadInflight, inflight: map[string]int64{}, limiter: s.limits}
 	e.Use(s.requestLog, s.refuseMethod, s.refuseAmbiguous, s.gate)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -141,6 +139,8 @@ func New(o Options) *Server {
 	adm.GET("/tasks/:id/evidence/:eid", s.getEvidence)
 	adm.GET("/events", s.globalEvents)
 	adm.GET("/events/stream", s.eventStream)
+	s.adminTokenRoutes(adm)
+	adm.GET("/log", s.rawLog)
 	s.auditRoutes(v1, adm)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)
@@ -277,7 +277,7 @@ func unauthorized(c echo.Context) error {
 
 // identify resolves a token hash to a device principal or an operator.
 func (s *Server) identify(h string) (dev *commands.Principal, op string) {
-	if name, ok := s.admins[h]; ok {
+	if name, ok := s.eng.AuthenticateAdmin(h); ok {
 		return nil, name
 	}
 	if p, ok := s.eng.Authenticate(h); ok { // the committed index: no wait for a batch in flight

@@ -31,22 +31,32 @@ const (
 
 // AdminReq is the part every admin mutation shares.
 type AdminReq struct {
-	Operator    Operator
+	Operator    Operator // "": the offline CLI at the data directory, stamped as the system
 	Key         string
 	Fingerprint []byte
+}
+
+// SystemActor is how events of the offline CLI are stamped.
+var SystemActor = ledger.Actor{Kind: ledger.ActorSystem, ID: "taskledger"}
+
+func (a *AdminReq) actor() ledger.Actor {
+	if a.Operator == "" {
+		return SystemActor
+	}
+	return a.Operator.Actor()
 }
 
 // begin applies the idempotency rules of an admin command. Admin replays
 // answer the current document of what the command changed.
 func (a *AdminReq) begin(x *Ctx, op string) (string, *Decision, error) {
-	scope := Scope(a.Operator.Actor(), op)
+	scope := Scope(a.actor(), op)
 	dec, err := lookupIdem(x, scope, a.Key, a.Fingerprint, nil)
 	return scope, dec, err
 }
 
-func (a *AdminReq) decision(scope, stream, typ string, body any) *Decision {
+func (a *AdminReq) decision(scope, stream string, typ events.Type, body any) *Decision {
 	return &Decision{
-		Events: []Draft{{Stream: stream, Type: typ, Actor: a.Operator.Actor(), Idem: idem(scope, a.Key, a.Fingerprint), Body: body}},
+		Events: []Draft{{Stream: stream, Type: typ, Actor: a.actor(), Idem: idem(scope, a.Key, a.Fingerprint), Body: body}},
 		Answer: recorded(scope, a.Key),
 	}
 }

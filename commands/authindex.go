@@ -9,17 +9,36 @@ import (
 )
 
 // authIndex is what authentication needs of the committed log: device
-// token hash → principal of every ACTIVE device. Requests read it without
+// token hash → principal of every ACTIVE device, and admin token hash →
+// name of every active admin token. Requests read it without
 // waiting for the sequencer (which holds the projections' write lock while
 // a batch commits); the committer updates it after each commit, before
 // answering any command of the batch.
 type authIndex struct {
 	active sync.Map          // token hash → Principal
 	hashOf map[string]string // device id → token hash; only the committer (and load) touch it
+	// admins: token hash → admin token name, of every active admin token;
+	// adminHash: name → token hash (committer only).
+	admins    sync.Map
+	adminHash map[string]string
 }
 
-// load indexes every device of s (at start).
-func (a *authIndex) load(s *projections.State) {
+// load indexes every device and admin token of s, and the admin tokens
+// held outside the log that it never spoke of (at start).
+func (a *authIndex) load(s *projections.State, outside map[string]string) {
+	a.adminHash = map[string]string{}
+	for name, h := range outside {
+		if s.AdminTokens[name] == nil {
+			a.adminHash[name] = h
+			a.admins.Store(h, name)
+		}
+	}
+	for _, t := range s.AdminTokens {
+		if t.Status == projections.AdminTokenActive {
+			a.adminHash[t.Name] = t.TokenHash
+			a.admins.Store(t.TokenHash, t.Name)
+		}
+	}
 	a.hashOf = make(map[string]string, len(s.Devices))
 	for _, d := range s.Devices {
 		a.hashOf[d.ID] = d.TokenHash
@@ -41,6 +60,14 @@ func (a *authIndex) apply(evs []*ledger.Event, bodies []any) {
 			if h, ok := a.hashOf[b.DeviceID]; ok {
 				a.active.Delete(h)
 			}
+		case *events.AdminTokenCreated:
+			a.adminHash[b.Name] = b.TokenHash
+			a.admins.Store(b.TokenHash, b.Name)
+		case *events.AdminTokenRevoked:
+			if h, ok := a.adminHash[b.Name]; ok {
+				a.admins.Delete(h)
+				delete(a.adminHash, b.Name)
+			}
 		}
 	}
 }
@@ -52,4 +79,13 @@ func (a *authIndex) lookup(h string) (Principal, bool) {
 		return Principal{}, false
 	}
 	return v.(Principal), true
+}
+
+// lookupAdmin returns the name of the active admin token that hashes to h.
+func (a *authIndex) lookupAdmin(h string) (string, bool) {
+	v, ok := a.admins.Load(h)
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
 }

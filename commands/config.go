@@ -17,6 +17,11 @@ type Config struct {
 	// ClaimSecret is the claim-token secret (32 bytes), nil when
 	// server-issued claim tokens are off.
 	ClaimSecret []byte
+	// OutsideAdminTokens are the admin tokens kept beside the log rather
+	// than in it (name → hex SHA-256): the ledger's initial token, and
+	// tokens an older release created offline. The log's first event on a
+	// name supersedes its record here.
+	OutsideAdminTokens map[string]string
 }
 
 // DefaultConfig is the configuration of operations.md's defaults.

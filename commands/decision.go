@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/hex"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -45,7 +46,7 @@ func (x *Ctx) newNonce() (string, error) {
 // stream version, schema, time, hash chain.
 type Draft struct {
 	Stream string
-	Type   string
+	Type   events.Type
 	Actor  ledger.Actor
 	Idem   *ledger.Idem
 	Body   any
@@ -106,11 +107,22 @@ func Scope(a ledger.Actor, op string) string { return a.Kind + ":" + a.ID + ":" 
 
 // lookupIdem applies the idempotency rules common to every command: the
 // same key and fingerprint replays (subject to check), another fingerprint
-// conflicts, an expired key is refused. It returns (nil, nil) for a new key.
+// conflicts, an expired key is refused (an expired soft record is a new
+// key). It returns (nil, nil) for a new key.
 func lookupIdem(x *Ctx, scope, key string, fp []byte, check func(*projections.IdemRecord) error) (*Decision, error) {
-	rec, expired := x.State.Idem.Lookup(scope, key, x.State.Head.At, x.Cfg.IdempotencyRetention.Milliseconds())
+	retention := x.Cfg.IdempotencyRetention.Milliseconds()
+	rec, expired := x.State.Idem.Lookup(scope, key, x.State.Head.At, retention)
 	if expired {
 		return nil, ErrIdempotencyKeyExpired
+	}
+	if rec == nil {
+		// A soft record ("no task", quiet heartbeat) is answered within
+		// retention on its own clock (the command's time); once expired
+		// it is forgotten and the key is decided afresh.
+		var err error
+		if rec, err = x.State.Idem.SoftLookup(scope, key, x.Now, retention); err != nil {
+			return nil, err
+		}
 	}
 	if rec == nil {
 		return nil, nil

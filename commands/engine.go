@@ -57,6 +57,8 @@ func TypeName(cmd Command) string {
 		return OpRecover
 	case *AdvanceClock:
 		return "test-clock-advance"
+	case *CollectSoft:
+		return "collect-soft"
 	}
 	return "other"
 }
@@ -164,7 +166,7 @@ func NewEngine(o Options) *Engine {
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}
-	e.auth.load(o.State)
+	e.auth.load(o.State, o.Config.OutsideAdminTokens)
 	go e.committer()
 	go e.run()
 	return e
@@ -215,6 +217,14 @@ func release(r *request) {
 // check that the device is still ACTIVE again when they are decided.)
 func (e *Engine) Authenticate(tokenHash string) (Principal, bool) {
 	return e.auth.lookup(tokenHash)
+}
+
+// AuthenticateAdmin returns the name of the active admin token whose hash
+// is tokenHash, as of the newest commit (like Authenticate, it never
+// waits for the sequencer: a token created or revoked is honoured, or
+// refused, from the moment its command is answered).
+func (e *Engine) AuthenticateAdmin(tokenHash string) (string, bool) {
+	return e.auth.lookupAdmin(tokenHash)
 }
 
 // Read runs fn with the committed projections under a read lock.

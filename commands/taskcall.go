@@ -74,6 +74,11 @@ type TaskCall struct {
 	ReasonCode  string // fail
 	Detail      string // fail
 	Evidence    *projections.Evidence
+	// RecordedOnly: the call's key had a record when the request came
+	// (see Precheck), so its blob was hashed, not stored. It may only
+	// replay or be refused: a key that is no longer recorded is
+	// idempotency_key_expired, never a new event.
+	RecordedOnly bool
 }
 
 // replayCheck decides whether a recorded outcome may still be answered:
@@ -114,6 +119,9 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	if dec, err := lookupIdem(x, scope, c.Key, c.Fingerprint, c.replayCheck(x)); dec != nil || err != nil {
 		return dec, err
 	}
+	if c.RecordedOnly {
+		return nil, ErrIdempotencyKeyExpired
+	}
 	t := x.State.Tasks[c.TaskID]
 	if t == nil || !t.Open() || t.Claim == nil || t.Claim.DeviceID != d.ID {
 		return nil, ErrClaimNotFound
@@ -126,7 +134,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
 	stream := events.TaskStream(t.ID)
-	draft := func(typ string, body any) *Decision {
+	draft := func(typ events.Type, body any) *Decision {
 		return &Decision{Events: []Draft{{Stream: stream, Type: typ, Actor: actor, Idem: id, Body: body}},
 			Answer: recorded(scope, c.Key)}
 	}
@@ -142,29 +150,45 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 		}
 		return nil, ErrLeaseExpired
 	}
+	if err := c.checkState(t); err != nil {
+		return nil, err
+	}
+	return c.decideOp(x, t, d, scope, leaseEnd, draft)
+}
+
+// checkState checks the call against the task within its lease: the state
+// the operation is allowed in, then execution, session, version, lease
+// expectation and cancel request, in api.md's order.
+func (c *TaskCall) checkState(t *projections.Task) error {
 	allowed := false
 	for _, st := range allowedIn[c.Op] {
 		allowed = allowed || t.State == st
 	}
 	if !allowed {
-		return nil, ErrInvalidState
+		return ErrInvalidState
 	}
 	if usesExecution[c.Op] && (t.Exec == nil || t.Exec.ID != c.ExecutionID) {
-		return nil, ErrExecutionMismatch
+		return ErrExecutionMismatch
 	}
 	if c.Op == OpRenew && c.SessionID != t.Claim.SessionID {
-		return nil, ErrSessionMismatch
+		return ErrSessionMismatch
 	}
 	if usesVersion[c.Op] && c.Version != t.Version {
-		return nil, ErrVersionMismatch
+		return ErrVersionMismatch
 	}
 	if c.Op == OpRenew && c.ExpectedAt != t.Claim.LeaseExpiresAt {
-		return nil, ErrLeaseExpectationMismatch
+		return ErrLeaseExpectationMismatch
 	}
 	if c.Op == OpCancelAck && !t.CancelRequested {
-		return nil, ErrCancelNotRequested
+		return ErrCancelNotRequested
 	}
+	return nil
+}
 
+// decideOp emits the operation's event (or the quiet heartbeat's soft
+// records) once every check passed; leaseEnd is the lease in force.
+func (c *TaskCall) decideOp(x *Ctx, t *projections.Task, d *projections.Device, scope string, leaseEnd int64,
+	draft func(events.Type, any) *Decision) (*Decision, error) {
 	g, ex, v := t.Claim.Generation, c.ExecutionID, t.Version+1
 	switch c.Op {
 	case OpRenew:
@@ -232,7 +256,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 	if err != nil {
 		return nil, err
 	}
-	rawRec, err := ledger.Marshal(rec)
+	rawRec, err := projections.EncodeSoftIdem(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +265,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 			{Key: SoftIdemKey(scope, c.Key), Value: rawRec}},
 		Effect: func(s *projections.State) {
 			s.ApplySoftLease(soft)
-			s.Idem.PutSoft(rec)
+			s.Idem.PutSoft(rec, rawRec)
 		},
 		Answer: func(*projections.State) Result { return Result{Record: rec} },
 	}, nil

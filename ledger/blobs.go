@@ -1,20 +1,25 @@
 package ledger
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
+	"sync/atomic"
 )
 
 // Blobs is the content-addressed store beside the log: files under
 // DATA/blobs named by the SHA-256 of their content. A blob is written and
 // fsynced (file and directory) before the event that references it is
 // appended; a blob no event references is harmless garbage.
-type Blobs struct{ dir string }
+type Blobs struct {
+	dir  string
+	mu   sync.Mutex      // pins, and the renames and removals they guard
+	pins map[string]*pin // blob name → writers between rename and release
+	hook atomic.Pointer[func(stage string)]
+}
 
 // BlobDir is the blob folder's name inside the data directory.
 const BlobDir = "blobs"
@@ -27,49 +32,27 @@ func OpenBlobs(dataDir string) (*Blobs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("ledger: blob directory: %w", err)
 	}
-	return &Blobs{dir: dir}, nil
+	return &Blobs{dir: dir, pins: map[string]*pin{}}, nil
 }
 
-// Put stores data durably and returns its SHA-256 (hex).
+// Put stores data durably and returns its SHA-256 (hex). The blob is
+// kept whatever happens to the event that references it (an unreferenced
+// one is collected at the next start).
 func (b *Blobs) Put(data []byte) (string, error) {
-	sum := sha256.Sum256(data)
-	name := hex.EncodeToString(sum[:])
-	final := filepath.Join(b.dir, name)
-	if st, err := os.Stat(final); err == nil && st.Size() == int64(len(data)) {
-		// An earlier Put may have renamed it and then failed to sync the
-		// directory: sync again before the caller appends its event.
-		if err := SyncDir(b.dir); err != nil {
-			return "", err
-		}
-		return name, nil
-	}
-	if err := faultOfBlobs(); err != nil {
-		return "", fmt.Errorf("ledger: blob write: %w", err)
-	}
-	f, err := os.CreateTemp(b.dir, name+".*.tmp")
+	u, err := b.Create()
 	if err != nil {
-		return "", fmt.Errorf("ledger: blob: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return "", fmt.Errorf("ledger: blob write: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("ledger: blob sync: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("ledger: blob close: %w", err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return "", fmt.Errorf("ledger: blob rename: %w", err)
-	}
-	if err := SyncDir(b.dir); err != nil {
 		return "", err
 	}
-	return name, nil
+	defer u.Abort()
+	if _, err := u.Write(data); err != nil {
+		return "", err
+	}
+	ref, err := u.Commit()
+	if err != nil {
+		return "", err
+	}
+	_, err = ref.Release(true)
+	return ref.SHA256(), err
 }
 
 // Get returns the blob named by sha (hex).

@@ -49,6 +49,14 @@ type Config struct {
 	// WrapLog, when set, wraps the log the sequencer appends to (tests
 	// that hold a commit in flight).
 	WrapLog func(commands.Log) commands.Log
+	// SoftCollectEvery is how often expired soft idempotency records are
+	// deleted (0: DefaultSoftCollectEvery); they are also deleted at start.
+	SoftCollectEvery time.Duration
+	// Offline opens the ledger for one offline command (admin-token
+	// create|revoke on a stopped ledger): no initial admin token on an
+	// empty directory, no claim-token secret check, and a test-clock
+	// ledger runs on its own clock.
+	Offline bool
 }
 
 // Node is a running ledger.
@@ -66,6 +74,7 @@ type Node struct {
 	cfg          Config
 	head         *headFile
 	snap         *snapshotter
+	soft         *softCollector
 }
 
 // Errors of start-up refusals.
@@ -106,6 +115,9 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mc.Enabled && cfg.Offline {
+		cfg.Manual = true
+	}
 	if mc.Enabled && !cfg.Manual {
 		return nil, ErrManualLedger
 	}
@@ -137,8 +149,12 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
-		return nil, err
+	// The offline admin-token command decides nothing about claims: it
+	// needs no claim-token secret (and is given none).
+	if !cfg.Offline {
+		if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
+			return nil, err
+		}
 	}
 	blobs, err := ledger.OpenBlobs(cfg.DataDir)
 	if err != nil {
@@ -149,7 +165,7 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err := os.MkdirAll(snapshots.Dir(cfg.DataDir), 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
-	if fresh {
+	if fresh && !cfg.Offline {
 		tok, err := api.NewAdminToken()
 		if err != nil {
 			return nil, err
@@ -164,6 +180,10 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		}
 		admins["initial"] = h[:]
 		cfg.Stderr("created a new ledger; the initial admin token is in %s (mode 0600)\n", path)
+	}
+	cfg.Commands.OutsideAdminTokens = make(map[string]string, len(admins))
+	for name, h := range admins {
+		cfg.Commands.OutsideAdminTokens[name] = hex.EncodeToString(h)
 	}
 	var manual *commands.ManualClock
 	clock := cfg.Clock
@@ -208,6 +228,9 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		tlog.Close()
 		return nil, err
 	}
+	// Past every refusal, before anything can write a blob: what crashed
+	// or refused uploads left in blobs/ goes.
+	collectBlobs(store, blobs, state, cfg.Logger)
 	var log commands.Log = store
 	if cfg.WrapLog != nil {
 		log = cfg.WrapLog(store)
@@ -237,10 +260,10 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	case cfg.SnapshotEvery > 0 && state.Head.Seq >= last+cfg.SnapshotEvery:
 		snap.trigger()
 	}
-	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, AdminTokens: admins, ManualClock: cfg.Manual,
+	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, ManualClock: cfg.Manual,
 		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
 	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
-		cfg: cfg, snap: snap, head: hf}, nil
+		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, cfg.Logger)}, nil
 }
 
 // Load builds the projections from the newest valid snapshot and the log
@@ -281,6 +304,11 @@ func checkSecret(store *ledger.Store, l *Loaded, admins map[string][]byte, secre
 	}
 	for _, d := range s.Devices {
 		if forbidden[d.TokenHash] {
+			return ErrSecretReused
+		}
+	}
+	for _, a := range s.AdminTokens {
+		if forbidden[a.TokenHash] {
 			return ErrSecretReused
 		}
 	}
@@ -331,6 +359,7 @@ func VerifyServerClaims(src projections.Source, secret []byte, after uint64) err
 // Close stops the sequencer (finishing its batch) and closes the ledger.
 func (n *Node) Close() error {
 	n.API.Stopping()
+	n.soft.close()
 	n.Engine.Close()
 	n.snap.close()
 	n.Transparency.Close()

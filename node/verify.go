@@ -57,52 +57,11 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if err := store.Check(); err != nil {
 		return nil, &Violation{Err: err}
 	}
-	st := projections.New(cfg)
-	rules := projections.NewTaskRules()
-	tree := merkle.New()
-	prev := ledger.GenesisHead()
-	var n uint64
-	err := store.RangeRaw(0, func(seq uint64, raw []byte) error {
-		if seq != prev.Seq+1 {
-			return &Violation{Seq: prev.Seq + 1, Err: fmt.Errorf("seq is not dense: next stored event is %d", seq)}
-		}
-		e, err := ledger.DecodeEvent(raw)
-		if err != nil {
-			return &Violation{Seq: seq, Err: err}
-		}
-		if e.Seq != seq {
-			return &Violation{Seq: seq, Err: fmt.Errorf("event stored under seq %d names seq %d", seq, e.Seq)}
-		}
-		if !bytes.Equal(e.PrevHash, prev.Hash) {
-			return &Violation{Seq: seq, Err: errors.New("prev_hash does not chain from the previous event")}
-		}
-		h, err := ledger.ComputeHash(&e)
-		if err != nil || !bytes.Equal(h, e.Hash) {
-			return &Violation{Seq: seq, Err: errors.New("hash does not match the event's content")}
-		}
-		if re, err := ledger.Marshal(&e); err != nil || !bytes.Equal(re, raw) {
-			return &Violation{Seq: seq, Err: errors.New("stored bytes are not the canonical encoding of the event")}
-		}
-		if err := st.Apply(&e); err != nil {
-			return &Violation{Seq: seq, Err: err}
-		}
-		if err := rules.Check(&e); err != nil { // what an audit bundle's reader checks, over every task
-			return &Violation{Seq: seq, Err: err}
-		}
-		if err := tree.Append(seq, [][]byte{raw}); err != nil {
-			return &Violation{Seq: seq, Err: err}
-		}
-		prev = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
-		n++
-		return nil
-	})
-	if err != nil {
-		var v *Violation
-		if errors.As(err, &v) {
-			return nil, v
-		}
-		return nil, &Violation{Seq: prev.Seq + 1, Err: err}
+	cv := NewChainVerifier(cfg)
+	if err := store.RangeRaw(0, cv.Add); err != nil {
+		return nil, cv.violation(err)
 	}
+	st, tree, prev, n := cv.st, cv.tree, cv.prev, cv.n
 	head, err := store.Head()
 	if err != nil {
 		return nil, &Violation{Err: err}
@@ -198,3 +157,79 @@ func verifyBlobs(dataDir string, st *projections.State) error {
 	}
 	return nil
 }
+
+// ChainVerifier checks a log event by event, from seq 1, wherever its
+// stored bytes come from (the ledger's file, or a server's envelopes read
+// through the API): dense seqs, the hash chain, the canonical encoding,
+// the state machine and invariants (projections), and every task's rules.
+type ChainVerifier struct {
+	st    *projections.State
+	rules *projections.TaskRules
+	tree  *merkle.Tree
+	prev  ledger.Head
+	n     uint64
+}
+
+// NewChainVerifier starts a check at the genesis head.
+func NewChainVerifier(cfg projections.Config) *ChainVerifier {
+	return &ChainVerifier{st: projections.New(cfg), rules: projections.NewTaskRules(), tree: merkle.New(), prev: ledger.GenesisHead()}
+}
+
+// Add checks the event stored as raw under seq; the first problem is a
+// *Violation naming its seq.
+func (c *ChainVerifier) Add(seq uint64, raw []byte) error {
+	prev := c.prev
+	if seq != prev.Seq+1 {
+		return &Violation{Seq: prev.Seq + 1, Err: fmt.Errorf("seq is not dense: next stored event is %d", seq)}
+	}
+	e, err := ledger.DecodeEvent(raw)
+	if err != nil {
+		return &Violation{Seq: seq, Err: err}
+	}
+	if e.Seq != seq {
+		return &Violation{Seq: seq, Err: fmt.Errorf("event stored under seq %d names seq %d", seq, e.Seq)}
+	}
+	if !bytes.Equal(e.PrevHash, prev.Hash) {
+		return &Violation{Seq: seq, Err: errors.New("prev_hash does not chain from the previous event")}
+	}
+	h, err := ledger.ComputeHash(&e)
+	if err != nil || !bytes.Equal(h, e.Hash) {
+		return &Violation{Seq: seq, Err: errors.New("hash does not match the event's content")}
+	}
+	if re, err := ledger.Marshal(&e); err != nil || !bytes.Equal(re, raw) {
+		return &Violation{Seq: seq, Err: errors.New("stored bytes are not the canonical encoding of the event")}
+	}
+	if err := c.st.Apply(&e); err != nil {
+		return &Violation{Seq: seq, Err: err}
+	}
+	if err := c.rules.Check(&e); err != nil { // what an audit bundle's reader checks, over every task
+		return &Violation{Seq: seq, Err: err}
+	}
+	if err := c.tree.Append(seq, [][]byte{raw}); err != nil {
+		return &Violation{Seq: seq, Err: err}
+	}
+	c.prev = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+	c.n++
+	return nil
+}
+
+// violation is err as a *Violation (at the next seq when it names none).
+func (c *ChainVerifier) violation(err error) *Violation {
+	var v *Violation
+	if errors.As(err, &v) {
+		return v
+	}
+	return &Violation{Seq: c.prev.Seq + 1, Err: err}
+}
+
+// Head is the last event checked; Events how many were.
+func (c *ChainVerifier) Head() ledger.Head { return c.prev }
+
+// Events is how many events were checked.
+func (c *ChainVerifier) Events() uint64 { return c.n }
+
+// Tree is the Merkle tree over the events checked.
+func (c *ChainVerifier) Tree() *merkle.Tree { return c.tree }
+
+// State is the projections folded from the events checked.
+func (c *ChainVerifier) State() *projections.State { return c.st }

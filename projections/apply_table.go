@@ -25,10 +25,11 @@ func on[T any](f func(s *State, e *ledger.Event, b *T) error) applier {
 
 // appliers maps every event type to the method that folds it; the
 // methods live in files by family (apply_task.go, apply_authorization.go,
-// apply_claim.go, apply_execution.go, apply_device.go).
+// apply_claim.go, apply_execution.go, apply_device.go,
+// apply_admintoken.go).
 // TestEveryEventTypeHasAnApplier keeps it complete.
-var appliers = sync.OnceValue(func() map[string]applier {
-	return map[string]applier{
+var appliers = sync.OnceValue(func() map[events.Type]applier {
+	return map[events.Type]applier{
 		events.EvTaskCreated:               on((*State).applyCreated),
 		events.EvTaskAmended:               on((*State).applyAmended),
 		events.EvTaskReferenceImageSet:     on((*State).applyReferenceImageSet),
@@ -52,5 +53,7 @@ var appliers = sync.OnceValue(func() map[string]applier {
 		events.EvDeviceRegistered:          on((*State).applyDeviceRegistered),
 		events.EvDeviceRevoked:             on((*State).applyDeviceRevoked),
 		events.EvDeviceClaimRequiresManual: on((*State).applyDeviceClaimRequiresManual),
+		events.EvAdminTokenCreated:         on((*State).applyAdminTokenCreated),
+		events.EvAdminTokenRevoked:         on((*State).applyAdminTokenRevoked),
 	}
 })

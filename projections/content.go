@@ -34,6 +34,7 @@ import (
 //	             (contentidem.go); a start keeps them encoded and decodes
 //	             one when it is looked up
 //	  tombstones count, then the sorted 32-byte tombstone ids, back to back
+//	  admins     count, then every admin token the log names, by name
 //
 // Numbers are uvarints (signed ones zigzag varints); a string is a uvarint
 // length and its bytes; nil and empty slices differ (length + 1, 0 for
@@ -46,7 +47,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ4\n"
+const contentMagic = "TLPROJ5\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it only copies (no encoding), so a running
@@ -55,8 +56,9 @@ const contentMagic = "TLPROJ4\n"
 type Capture struct {
 	head         ledger.Head
 	serverClaims uint64
-	tasks        []*Task   // clones, in creation order
-	devices      []*Device // clones
+	tasks        []*Task       // clones, in creation order
+	devices      []*Device     // clones
+	admins       []*AdminToken // copies
 	// records is a copy of the map; the records themselves are shared: a
 	// record never changes once recorded.
 	records map[string]*IdemRecord
@@ -89,6 +91,9 @@ func (s *State) Capture() *Capture {
 	for t := range s.Idem.Tombstones {
 		c.tombs = append(c.tombs, t)
 	}
+	for _, a := range s.AdminTokens {
+		c.admins = append(c.admins, clonePtr(a))
+	}
 	return c
 }
 
@@ -106,19 +111,20 @@ func (c *Capture) Encode() ([]byte, error) {
 	devices, derr := encodeDevices(c.devices)
 	idem, ierr := encodeIdem(c.records, c.order, c.loaded, c.next)
 	tombs, serr := encodeTombstones(c.frozen, c.tombs)
+	admins := encodeAdminTokens(c.admins)
 	wg.Wait()
 	for _, err := range []error{terr, derr, ierr, serr} {
 		if err != nil {
 			return nil, err
 		}
 	}
-	e := newEncBuf(len(contentMagic) + 64 + len(tasks) + len(devices) + len(idem) + len(tombs) + 4*binaryMaxVarint)
+	e := newEncBuf(len(contentMagic) + 64 + len(tasks) + len(devices) + len(idem) + len(tombs) + len(admins) + 5*binaryMaxVarint)
 	e.b = append(e.b, contentMagic...)
 	e.uv(c.head.Seq)
 	e.bytes(c.head.Hash)
 	e.sv(c.head.At)
 	e.uv(c.serverClaims)
-	for _, sec := range [][]byte{tasks, devices, idem, tombs} {
+	for _, sec := range [][]byte{tasks, devices, idem, tombs, admins} {
 		e.uv(uint64(len(sec)))
 		e.b = append(e.b, sec...)
 	}
@@ -154,7 +160,7 @@ func restore(content string, cfg Config) (*State, error) {
 	s.Head.Hash = d.bytes()
 	s.Head.At = d.sv()
 	s.ServerClaims = d.uv()
-	var sec [4]string
+	var sec [5]string
 	for i := range sec {
 		sec[i] = d.raw(int(min(d.uv(), uint64(len(d.s)+1))))
 	}
@@ -173,6 +179,9 @@ func restore(content string, cfg Config) (*State, error) {
 	}
 	if err == nil {
 		err = s.Idem.decodeTombstones(sec[3])
+	}
+	if err == nil {
+		err = s.decodeAdminTokens(sec[4])
 	}
 	wg.Wait()
 	if err == nil {
@@ -618,6 +627,54 @@ func (s *State) decodeDevices(sec string) error {
 	}
 	if d.p != len(d.s) {
 		d.fail("trailing bytes after the devices")
+	}
+	return d.err
+}
+
+func encodeAdminTokens(admins []*AdminToken) []byte {
+	slices.SortFunc(admins, func(a, b *AdminToken) int { return strings.Compare(a.Name, b.Name) })
+	e := newEncBuf(len(admins) * 128)
+	e.uv(uint64(len(admins)))
+	for _, a := range admins {
+		e.str(a.Name)
+		e.str(a.TokenHash)
+		e.istr(a.Status)
+		e.sv(a.CreatedAt)
+		e.str(a.CreatedBy)
+		e.tm(a.CreatedAt, a.RevokedAt)
+		e.str(a.RevokedBy)
+		e.str(a.RevokeReason)
+		e.uv(a.StreamVersion)
+	}
+	return e.b
+}
+
+func (s *State) decodeAdminTokens(sec string) error {
+	d := &decBuf{s: sec}
+	n := d.n()
+	list := make([]AdminToken, n)
+	s.AdminTokens = make(map[string]*AdminToken, n)
+	for i := range list {
+		a := &list[i]
+		a.Name = d.str()
+		if i > 0 && a.Name <= list[i-1].Name {
+			d.fail("admin tokens out of order")
+		}
+		a.TokenHash = d.str()
+		a.Status = d.istr()
+		a.CreatedAt = d.sv()
+		a.CreatedBy = d.str()
+		a.RevokedAt = d.tm(a.CreatedAt)
+		a.RevokedBy = d.str()
+		a.RevokeReason = d.str()
+		a.StreamVersion = d.uv()
+		if d.err != nil {
+			return d.err
+		}
+		s.AdminTokens[a.Name] = a
+	}
+	if d.p != len(d.s) {
+		d.fail("trailing bytes after the admin tokens")
 	}
 	return d.err
 }

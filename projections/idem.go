@@ -58,19 +58,16 @@ type IdemView struct {
 	// expired. Records and Order hold the ones recorded since the load.
 	loaded *loadedRecords
 	next   int
-	// Soft holds "no task" (204) outcomes: not from events, never in
-	// snapshots; SoftOrder and SoftTombstones are their expiry bookkeeping.
-	Soft           map[string]*IdemRecord `msgpack:"-"`
-	SoftOrder      []string               `msgpack:"-"`
-	SoftTombstones map[string]bool        `msgpack:"-"`
+	// soft holds the outcomes recorded as soft records ("no task" 204s,
+	// quiet heartbeats): not from events, never in snapshots, expired on
+	// their own clock (softidem.go).
+	soft softSet
 }
 
 func newIdemView() *IdemView {
 	return &IdemView{
-		Records:        map[string]*IdemRecord{},
-		Tombstones:     map[string]bool{},
-		Soft:           map[string]*IdemRecord{},
-		SoftTombstones: map[string]bool{},
+		Records:    map[string]*IdemRecord{},
+		Tombstones: map[string]bool{},
 	}
 }
 
@@ -83,8 +80,9 @@ func TombstoneID(id string) string {
 	return string(h[:])
 }
 
-// Lookup returns the record of (scope, key), and whether the key's record
-// has expired (tombstone). headAt is the newest event's time.
+// Lookup returns the event-recorded record of (scope, key), and whether
+// the key's record has expired (tombstone). headAt is the newest event's
+// time. Soft records are looked up with SoftLookup.
 func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *IdemRecord, expired bool) {
 	id := IdemID(scope, key)
 	if r, ok := v.Records[id]; ok {
@@ -99,16 +97,10 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 		}
 		return r, false
 	}
-	if r, ok := v.Soft[id]; ok {
-		if r.At+retention <= headAt {
-			return nil, true
-		}
-		return r, false
-	}
-	if len(v.Tombstones) == 0 && len(v.frozen) == 0 && len(v.SoftTombstones) == 0 {
+	if len(v.Tombstones) == 0 && len(v.frozen) == 0 {
 		return nil, false // nothing has expired yet: no hash to compute
 	}
-	if t := TombstoneID(id); v.Tombstones[t] || v.frozenHas(t) || v.SoftTombstones[t] {
+	if t := TombstoneID(id); v.Tombstones[t] || v.frozenHas(t) {
 		return nil, true
 	}
 	return nil, false
@@ -136,20 +128,12 @@ func (v *IdemView) put(r *IdemRecord) {
 	v.Order = append(v.Order, id)
 }
 
-// PutSoft records a "no task" outcome (from a soft record).
-func (v *IdemView) PutSoft(r *IdemRecord) {
-	id := IdemID(r.Scope, r.Key)
-	v.Soft[id] = r
-	v.SoftOrder = append(v.SoftOrder, id)
-}
-
 // expire turns every record older than retention at headAt into a
 // tombstone. Records arrive in time order, so this pops from the front.
 func (v *IdemView) expire(headAt, retention int64) {
 	if v.loaded == nil || v.expireLoaded(headAt, retention) {
 		v.Order = expireFront(v.Order, v.Records, v.Tombstones, headAt, retention)
 	}
-	v.SoftOrder = expireFront(v.SoftOrder, v.Soft, v.SoftTombstones, headAt, retention)
 }
 
 func expireFront(order []string, recs map[string]*IdemRecord, tombs map[string]bool, headAt, retention int64) []string {

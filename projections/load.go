@@ -60,7 +60,9 @@ const (
 )
 
 // LoadSoft loads device presence (marked Restored: a restarted server
-// waits for the next heartbeat) and recorded "no task" outcomes.
+// waits for the next heartbeat), the running leases of quiet heartbeats
+// and the soft idempotency records ("no task" outcomes, quiet heartbeats;
+// expired ones too, until the collector deletes them).
 func (s *State) LoadSoft(src Source) error {
 	err := src.SoftRecords(softPresence, func(key string, v []byte) error {
 		var p Presence
@@ -87,16 +89,11 @@ func (s *State) LoadSoft(src Source) error {
 	}
 	var recs []*IdemRecord
 	err = src.SoftRecords(softIdem, func(key string, v []byte) error {
-		var r IdemRecord
-		if err := ledger.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("%w: idempotency record: %v", ledger.ErrCorrupt, err)
+		r, err := DecodeSoftIdem(key, v)
+		if err != nil {
+			return err
 		}
-		if r.Outcome == OutcomeNone {
-			if err := legacyOutcome(v, &r); err != nil {
-				return err
-			}
-		}
-		recs = append(recs, &r)
+		recs = append(recs, r)
 		return nil
 	})
 	if err != nil {
@@ -104,7 +101,11 @@ func (s *State) LoadSoft(src Source) error {
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].At < recs[j].At })
 	for _, r := range recs {
-		s.Idem.PutSoft(r)
+		raw, err := EncodeSoftIdem(r) // older msgpack records too: held compact
+		if err != nil {
+			return fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+		}
+		s.Idem.PutSoft(r, raw)
 	}
 	if s.cfg.IdempotencyRetentionMs > 0 {
 		s.Idem.expire(s.Head.At, s.cfg.IdempotencyRetentionMs)

@@ -15,8 +15,9 @@ import (
 // rebuilds from the log instead. (2: claim records no longer copy the
 // claimed task's payload, revision, creation time and image. 3: quiet
 // heartbeats: lease-judged events fold their lease and device time in.
-// 4: idempotency records hold a domain Outcome instead of an HTTP status.)
-const SchemaVersion = 4
+// 4: idempotency records hold a domain Outcome instead of an HTTP status.
+// 5: admin tokens created and revoked through the log.)
+const SchemaVersion = 5
 
 // Task states: the wire's (one set for server and client).
 const (
@@ -250,7 +251,9 @@ type State struct {
 	Head    ledger.Head
 	Tasks   map[string]*Task
 	Devices map[string]*Device
-	Idem    *IdemView
+	// AdminTokens are the admin token names the log speaks of.
+	AdminTokens map[string]*AdminToken
+	Idem        *IdemView
 	// ServerClaims counts server-issued claims (checked at start).
 	ServerClaims uint64 `msgpack:"server_claims"`
 
@@ -318,6 +321,7 @@ func New(cfg Config) *State {
 		Head:        ledger.GenesisHead(),
 		Tasks:       map[string]*Task{},
 		Devices:     map[string]*Device{},
+		AdminTokens: map[string]*AdminToken{},
 		Idem:        newIdemView(),
 		Presence:    map[string]*Presence{},
 		byTokenHash: map[string]string{},
@@ -352,7 +356,8 @@ func (s *State) TaskIDsNewestFirst(before uint64, fn func(t *Task) bool) {
 	}
 }
 
-// StreamVersion returns the newest version of a task or device stream (0
+// StreamVersion returns the newest version of a task, device or admin
+// token stream (0
 // for a stream that does not exist yet).
 func (s *State) StreamVersion(stream string) uint64 {
 	switch {
@@ -363,6 +368,10 @@ func (s *State) StreamVersion(stream string) uint64 {
 	case strings.HasPrefix(stream, "device/"):
 		if d := s.Devices[stream[len("device/"):]]; d != nil {
 			return d.StreamVersion
+		}
+	case strings.HasPrefix(stream, "admin-token/"):
+		if a := s.AdminTokens[stream[len("admin-token/"):]]; a != nil {
+			return a.StreamVersion
 		}
 	}
 	return 0

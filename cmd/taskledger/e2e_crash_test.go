@@ -317,7 +317,7 @@ loop:
 
 // matchAck checks that the event under an acknowledged key is that command.
 func matchAck(a crashAck, e *ledger.Event) error {
-	want := map[string]string{"register": events.EvDeviceRegistered, "create": events.EvTaskCreated,
+	want := map[string]events.Type{"register": events.EvDeviceRegistered, "create": events.EvTaskCreated,
 		"claim": events.EvTaskClaimed, "release": events.EvTaskReleased}[a.kind]
 	if e.Type != want {
 		return fmt.Errorf("event type %s, want %s", e.Type, want)
@@ -346,7 +346,7 @@ func matchAck(a crashAck, e *ledger.Event) error {
 
 // ownEventOf decodes what the ownership fold needs from a stored event.
 func ownEventOf(e *ledger.Event) (ownEvent, error) {
-	oe := ownEvent{Seq: e.Seq, Type: e.Type, At: e.At}
+	oe := ownEvent{Seq: e.Seq, Type: string(e.Type), At: e.At}
 	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return oe, err
@@ -361,7 +361,7 @@ func ownEventOf(e *ledger.Event) (ownEvent, error) {
 	case *events.DeviceRegistered:
 		oe.DeviceID = b.DeviceID
 	default:
-		return oe, errors.New("unexpected event type " + e.Type)
+		return oe, errors.New("unexpected event type " + string(e.Type))
 	}
 	return oe, nil
 }

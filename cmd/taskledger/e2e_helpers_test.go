@@ -39,7 +39,8 @@ var (
 
 const binRoot = "taskledger-e2e-bins"
 
-// taskledger returns the path of the real binary, building it on first use.
+// taskledger returns the path of the real binary, building it on first use
+// (with the failpoints tag, so crash tests can name a failpoint).
 func taskledger(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -57,7 +58,7 @@ func taskledger(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "taskledger")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

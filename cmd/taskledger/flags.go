@@ -100,6 +100,7 @@ type netFlags struct {
 	readHeaderTimeout, readTimeout, writeTimeout, idle string
 	maxHeaderBytes, maxConnections                     string
 	deviceRate, deviceBurst, addressRate, addressBurst string
+	deviceUploadInflight                               string
 }
 
 func (f *netFlags) register(fs *flag.FlagSet) {
@@ -118,6 +119,7 @@ func (f *netFlags) register(fs *flag.FlagSet) {
 	str(&f.deviceBurst, "device-burst", "40", "burst of the per-device rate (1–100000)")
 	str(&f.addressRate, "address-rate", "5/s", "unauthenticated requests per remote address (N/s, N/m or N/h; 0 = off)")
 	str(&f.addressBurst, "address-burst", "20", "burst of the per-address rate (1–100000)")
+	str(&f.deviceUploadInflight, "device-upload-inflight", "16MiB", "evidence upload bytes each device may have in flight (8MiB–1GiB; bytes, or KiB/MiB/GiB)")
 }
 
 // netConfig is the validated network configuration.
@@ -129,6 +131,7 @@ type netConfig struct {
 	maxHeaderBytes, maxConnections               int
 	deviceRate, addressRate                      float64
 	deviceBurst, addressBurst                    int
+	deviceUploadInflight                         int64
 }
 
 func (f *netFlags) config(listen string) (netConfig, error) {
@@ -178,6 +181,9 @@ func (f *netFlags) config(listen string) (netConfig, error) {
 	if c.addressBurst, err = intFlag("address-burst", f.addressBurst, 1, 100_000); err != nil {
 		return c, err
 	}
+	if c.deviceUploadInflight, err = sizeFlag("device-upload-inflight", f.deviceUploadInflight, 8<<20, 1<<30); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -194,6 +200,22 @@ func intFlag(name, v string, lo, hi int) (int, error) {
 		return 0, fmt.Errorf("--%s: %q is outside its bounds %d – %d", name, v, lo, hi)
 	}
 	return n, nil
+}
+
+// sizeFlag parses a size in bytes, or with a KiB, MiB or GiB suffix,
+// within lo – hi bytes.
+func sizeFlag(name, v string, lo, hi int64) (int64, error) {
+	num, mult := v, int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(v, suffix) {
+			num, mult = strings.TrimSuffix(v, suffix), m
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > hi/mult || n*mult < lo {
+		return 0, fmt.Errorf("--%s: %q is outside its bounds 8MiB – 1GiB (a size in bytes, or with KiB, MiB, GiB)", name, v)
+	}
+	return n * mult, nil
 }
 
 // rateFlag parses N/s, N/m, N/h (or N, per second) into requests per
@@ -252,8 +274,6 @@ func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {
 
 var checkNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
-// adminNameRE is an admin token's name (the operator's id on events).
-var adminNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 var secretRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // config validates the flags into the commands configuration.

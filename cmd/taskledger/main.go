@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"taskledger/api"
 	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/projections"
@@ -144,62 +142,13 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func cmdAdminToken(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("admin-token", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 2 || (pos[0] != "create" && pos[0] != "revoke") {
-		fmt.Fprintln(stderr, "usage: taskledger admin-token create|revoke NAME [--data DIR]")
-		return 2
-	}
-	name := pos[1]
-	if !adminNameRE.MatchString(name) {
-		return fail(stderr, "admin token names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit")
-	}
-	if pos[0] == "revoke" && !ledger.Exists(*data) {
-		// Never create a ledger just to revoke: the first serve would then
-		// find it and write no initial admin token.
-		return fail(stderr, "no ledger in %s (--data)", *data)
-	}
-	store, err := ledger.Open(*data, ledger.Options{})
-	if err != nil {
-		if errors.Is(err, ledger.ErrInUse) {
-			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", *data)
-		}
-		return fail(stderr, "%v", err)
-	}
-	defer store.Close()
-	if pos[0] == "revoke" {
-		if err := store.DeleteAdminToken(name); err != nil {
-			return fail(stderr, "no admin token named %q", name)
-		}
-		fmt.Fprintf(stderr, "taskledger: admin token %q revoked\n", name)
-		return 0
-	}
-	existing, err := store.AdminTokens()
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	if _, dup := existing[name]; dup {
-		return fail(stderr, "an admin token named %q exists; revoke it first", name)
-	}
-	tok, err := api.NewAdminToken()
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	h := sha256.Sum256([]byte(tok))
-	if err := store.PutAdminToken(name, h[:]); err != nil {
-		return fail(stderr, "%v", err)
-	}
-	fmt.Fprintln(stdout, tok)
-	fmt.Fprintf(stderr, "taskledger: admin token %q created (stored hashed; shown only now)\n", name)
-	return 0
-}
-
 func cmdVerify(args []string, stdout, stderr io.Writer) int {
+	if ledgerRequested(args) {
+		return cmdVerifyLedger(args, stdout, stderr)
+	}
+	if remoteRequested(args) {
+		return cmdVerifyRemote(args, stdout, stderr)
+	}
 	fs := newFlagSet("verify", stderr)
 	data := fs.String("data", envDefault("data", "./data"), "data directory")
 	secret := fs.String("claim-token-secret", envDefault("claim-token-secret", ""), "recompute server-issued claims with this secret")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,7 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 		{"task", "cancel", "--help"}, {"task", "recover", "--help"}, {"task", "history", "--help"},
 		{"device", "register", "--help"}, {"device", "list", "--help"}, {"device", "show", "--help"},
 		{"device", "revoke", "--help"}, {"admin-token", "--help"}, {"admin-token", "list", "--help"},
+		{"admin-token", "create", "--help"}, {"admin-token", "revoke", "--help"},
 		{"events", "--help"}, {"version", "--help"}, {"completion", "bash"}, {"completion", "zsh"}} {
 		r := reviewCLI(args...)
 		if r.code != 0 || len(r.stdout) < 40 {
@@ -227,6 +229,11 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 	}
 	if r := reviewCLI("serve", "--help"); !strings.Contains(r.stdout, "[env TASKLEDGER_CLAIM_LEASE]") {
 		t.Errorf("serve --help does not name the environment variables:\n%s", r.stdout)
+	}
+	for _, sub := range []string{"create", "revoke", "list"} {
+		if r := reviewCLI("admin-token", sub, "--help"); !strings.Contains(r.stdout, "TASKLEDGER_DATA") || !strings.Contains(r.stdout, "TASKLEDGER_SERVER") {
+			t.Errorf("admin-token %s --help does not name its environment variables:\n%s", sub, r.stdout)
+		}
 	}
 	if r := reviewCLI("task", "--help"); !strings.Contains(r.stdout, "TASKLEDGER_SERVER") {
 		t.Errorf("task --help does not name TASKLEDGER_SERVER:\n%s", r.stdout)
@@ -245,12 +252,26 @@ func TestAdminTokenListOffline(t *testing.T) {
 	if r := reviewCLI("admin-token", "create", "ops", "--data", dir); r.code != 0 {
 		t.Fatalf("create: %d %s", r.code, r.stderr)
 	}
+	if r := reviewCLI("admin-token", "create", "spare", "--data", dir); r.code != 0 {
+		t.Fatalf("create: %d %s", r.code, r.stderr)
+	}
+	row := regexp.MustCompile(`(?m)^ops\s+ACTIVE\s+log\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`)
 	r := reviewCLI("admin-token", "list", "--data", dir)
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "ops" {
+	if r.code != 0 || !row.MatchString(r.stdout) || strings.Contains(r.stdout, "tladm_") {
 		t.Fatalf("list: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	reviewCLI("admin-token", "revoke", "ops", "--data", dir)
-	if r := reviewCLI("admin-token", "list", "--data", dir); r.code != 0 || strings.TrimSpace(r.stdout) != "" {
+	if r := reviewCLI("admin-token", "revoke", "ops", "--data", dir); r.code != 0 {
+		t.Fatalf("revoke: %d %s", r.code, r.stderr)
+	}
+	revoked := regexp.MustCompile(`(?m)^ops\s+REVOKED\s+log\s+\S+Z\s+\S+Z$`)
+	if r := reviewCLI("admin-token", "list", "--data", dir); r.code != 0 || !revoked.MatchString(r.stdout) {
 		t.Fatalf("list after revoke: exit %d, %q", r.code, r.stdout)
+	}
+	// The last active token stays: revoking it would lock every operator out.
+	if r := reviewCLI("admin-token", "revoke", "spare", "--data", dir); r.code != 1 || !strings.Contains(r.stderr, "last active") {
+		t.Fatalf("revoke the last token: exit %d, %q", r.code, r.stderr)
+	}
+	if r := reviewCLI("verify", "--data", dir); r.code != 0 {
+		t.Fatalf("verify: %d %s", r.code, r.stderr)
 	}
 }

@@ -85,7 +85,7 @@ func (nc netConfig) httpServer(h http.Handler, logger zerolog.Logger) *http.Serv
 // limits are the api's rate limits.
 func (nc netConfig) limits() api.Limits {
 	return api.Limits{DeviceRate: nc.deviceRate, DeviceBurst: nc.deviceBurst, AddressRate: nc.addressRate,
-		AddressBurst: nc.addressBurst}
+		AddressBurst: nc.addressBurst, DeviceUploadInflight: nc.deviceUploadInflight}
 }
 
 // zerologStd routes the http.Server's own messages (TLS handshake errors,

@@ -157,6 +157,10 @@ func TestServeNetworkFlags(t *testing.T) {
 		"zero connections":           {"--insecure-http", "--max-connections", "0"},
 		"tiny header limit":          {"--insecure-http", "--max-header-bytes", "100"},
 		"read timeout out of bounds": {"--insecure-http", "--read-timeout", "0s"},
+		"upload quota below 8 MiB":   {"--insecure-http", "--device-upload-inflight", "4MiB"},
+		"upload quota above 1 GiB":   {"--insecure-http", "--device-upload-inflight", "2GiB"},
+		"upload quota not a size":    {"--insecure-http", "--device-upload-inflight", "16MB"},
+		"upload quota huge number":   {"--insecure-http", "--device-upload-inflight", "99999999999999999999"},
 	}
 	for name, args := range refused {
 		if _, err := parseNet(args, "0.0.0.0:8443"); err == nil {
@@ -172,8 +176,17 @@ func TestServeNetworkFlags(t *testing.T) {
 		t.Fatalf("insecure: %+v %v", nc, err)
 	}
 	nc, err = parseNet(nil, "127.0.0.1:8080")
-	if err != nil || nc.maxConnections != 4096 || nc.deviceRate != 20 || nc.deviceBurst != 40 || nc.idleTimeout != time.Minute {
+	if err != nil || nc.maxConnections != 4096 || nc.deviceRate != 20 || nc.deviceBurst != 40 || nc.idleTimeout != time.Minute ||
+		nc.deviceUploadInflight != 16<<20 || nc.limits().DeviceUploadInflight != 16<<20 {
 		t.Fatalf("defaults: %+v %v", nc, err)
+	}
+	nc, err = parseNet([]string{"--device-upload-inflight", "9437184"}, "127.0.0.1:8080")
+	if err != nil || nc.deviceUploadInflight != 9<<20 {
+		t.Fatalf("upload quota in bytes: %+v %v", nc, err)
+	}
+	t.Setenv("TASKLEDGER_DEVICE_UPLOAD_INFLIGHT", "1GiB")
+	if nc, err = parseNet(nil, "127.0.0.1:8080"); err != nil || nc.deviceUploadInflight != 1<<30 {
+		t.Fatalf("upload quota from the environment: %+v %v", nc, err)
 	}
 	t.Setenv("TASKLEDGER_TLS_CERT", "c.pem")
 	t.Setenv("TASKLEDGER_TLS_KEY", "k.pem")

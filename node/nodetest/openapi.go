@@ -66,10 +66,13 @@ func validating(h http.Handler, report func(string, ...any)) http.Handler {
 			h.ServeHTTP(w, r) // a stream that does not end: not buffered, not validated
 			return
 		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		// The handler reads the body as it comes (uploads stream it); the
+		// copy of what it read is validated afterwards.
+		var seen bytes.Buffer
+		r.Body = teeBody{io.TeeReader(r.Body, &seen), r.Body}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
+		body := seen.Bytes()
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
@@ -100,6 +103,12 @@ func validating(h http.Handler, report func(string, ...any)) http.Handler {
 			report("openapi: %s %s answered %d %s which does not conform: %v", r.Method, r.URL.Path, rec.Code, truncate(rec.Body.Bytes()), err)
 		}
 	})
+}
+
+// teeBody is a request body that keeps a copy of what was read.
+type teeBody struct {
+	io.Reader
+	io.Closer
 }
 
 func truncate(b []byte) string {

@@ -1,0 +1,162 @@
+package api
+
+import (
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"taskledger/commands"
+	"taskledger/projections"
+)
+
+// The admin tokens of a running server, created and revoked as events:
+//
+//	POST /admin/admin-tokens              {"name"}   → 201, the token once
+//	GET  /admin/admin-tokens                         → every name, never a token
+//	GET  /admin/admin-tokens/{name}
+//	POST /admin/admin-tokens/{name}/revoke {"reason"} → 200
+//
+// A token created is honoured, and one revoked refused, by the next
+// request after the answer (commands.Engine.AuthenticateAdmin).
+
+// AdminTokenName is an admin token's name (the operator's id on events).
+var AdminTokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Admin token origins in answers.
+const (
+	originLog     = "log"      // created through the log
+	originDataDir = "data_dir" // the initial token, kept beside the log
+)
+
+func (s *Server) adminTokenRoutes(adm *echo.Group) {
+	adm.POST("/admin-tokens", s.createAdminToken)
+	adm.GET("/admin-tokens", s.listAdminTokens)
+	adm.GET("/admin-tokens/:name", s.getAdminToken)
+	adm.POST("/admin-tokens/:name/revoke", s.revokeAdminToken)
+}
+
+// adminTokenDoc is the document of name, or nil when there is none.
+func adminTokenDoc(st *projections.State, cfg *commands.Config, name string) map[string]any {
+	a := st.AdminTokens[name]
+	if a == nil {
+		if _, ok := cfg.OutsideAdminTokens[name]; !ok {
+			return nil
+		}
+		return map[string]any{"name": name, "status": projections.AdminTokenActive, "origin": originDataDir}
+	}
+	doc := map[string]any{"name": a.Name, "status": a.Status, "origin": originLog}
+	if a.CreatedAt == 0 {
+		doc["origin"] = originDataDir
+	} else {
+		doc["created_at"], doc["created_by"] = formatTime(a.CreatedAt), a.CreatedBy
+	}
+	if a.Status == projections.AdminTokenRevoked {
+		doc["revoked_at"], doc["revoked_by"], doc["revoke_reason"] = formatTime(a.RevokedAt), a.RevokedBy, a.RevokeReason
+	}
+	return doc
+}
+
+func (s *Server) answerAdminToken(c echo.Context, status int, replayed bool, name string, extra map[string]any) error {
+	if replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	var doc map[string]any
+	s.eng.Read(func(st *projections.State) { doc = adminTokenDoc(st, s.eng.Config(), name) })
+	if doc == nil {
+		return commands.ErrAdminTokenNotFound
+	}
+	for k, v := range extra {
+		doc[k] = v
+	}
+	return c.JSON(status, doc)
+}
+
+// createAdminToken: POST /admin/admin-tokens.
+func (s *Server) createAdminToken(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	name := f.str("name", true)
+	if err := f.done(); err != nil {
+		return err
+	}
+	if !AdminTokenName.MatchString(name) {
+		return invalid("field \"name\" must be 1 to 64 characters of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	token, err := NewAdminToken()
+	if err != nil {
+		return err
+	}
+	cmd := &commands.CreateAdminToken{AdminReq: s.adminReq(c, commands.OpCreateAdminToken, key, canon),
+		Name: name, TokenHash: commands.HashToken(token)}
+	res, err := s.do(c, cmd)
+	if err != nil {
+		return err
+	}
+	var extra map[string]any
+	if !res.Replayed {
+		extra = map[string]any{"token": token}
+	}
+	return s.answerAdminToken(c, http.StatusCreated, res.Replayed, name, extra)
+}
+
+// revokeAdminToken: POST /admin/admin-tokens/{name}/revoke.
+func (s *Server) revokeAdminToken(c echo.Context) error {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return err
+	}
+	reason := reasonField(f)
+	if err := f.done(); err != nil {
+		return err
+	}
+	name := c.Param("name")
+	if !AdminTokenName.MatchString(name) {
+		return commands.ErrAdminTokenNotFound
+	}
+	res, err := s.do(c, &commands.RevokeAdminToken{AdminReq: s.adminReq(c, commands.OpRevokeAdminToken, key, name, canon),
+		Name: name, Reason: reason})
+	if err != nil {
+		return err
+	}
+	return s.answerAdminToken(c, http.StatusOK, res.Replayed, name, nil)
+}
+
+// listAdminTokens: GET /admin/admin-tokens — every name the server knows,
+// active or revoked, by name; never a token or its hash.
+func (s *Server) listAdminTokens(c echo.Context) error {
+	if len(c.QueryParams()) > 0 {
+		return invalid("this route takes no query parameter")
+	}
+	var out []map[string]any
+	s.eng.Read(func(st *projections.State) { out = AdminTokenDocs(st, s.eng.Config()) })
+	return c.JSON(http.StatusOK, map[string]any{"admin_tokens": out})
+}
+
+// AdminTokenDocs are the documents of every admin token name, by name.
+func AdminTokenDocs(st *projections.State, cfg *commands.Config) []map[string]any {
+	names := slices.Collect(maps.Keys(cfg.OutsideAdminTokens))
+	for n := range st.AdminTokens {
+		if _, outside := cfg.OutsideAdminTokens[n]; !outside {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	out := make([]map[string]any, 0, len(names))
+	for _, n := range names {
+		out = append(out, adminTokenDoc(st, cfg, n))
+	}
+	return out
+}
+
+// getAdminToken: GET /admin/admin-tokens/{name}.
+func (s *Server) getAdminToken(c echo.Context) error {
+	if len(c.QueryParams()) > 0 {
+		return invalid("this route takes no query parameter")
+	}
+	return s.answerAdminToken(c, http.StatusOK, false, c.Param("name"), nil)
+}

@@ -1,0 +1,80 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"taskledger/events"
+	"taskledger/ledger"
+	"taskledger/projections"
+)
+
+// collectBlobs removes at start what no committed event references in
+// blobs/: the temporary files of uploads that never finished (a crash, a
+// kill) and blobs renamed into place whose event was never committed. It
+// logs how many it removed. A blob is referenced when the projections name
+// it (a task's reference image or evidence) or when a
+// task.reference_image_set event of an amended task named it (an image
+// since replaced); only tasks amended at least once are read from the log,
+// and only when some blob is not named by the projections.
+func collectBlobs(store *ledger.Store, blobs *ledger.Blobs, st *projections.State, log zerolog.Logger) {
+	named := map[string]bool{}
+	for _, t := range st.Tasks {
+		if t.Image != nil {
+			named[t.Image.SHA256] = true
+		}
+		for _, e := range t.Evidence {
+			named[e.SHA256] = true
+		}
+	}
+	var replaced map[string]bool
+	referenced := func(sha string) (bool, error) {
+		if named[sha] {
+			return true, nil
+		}
+		if replaced == nil {
+			var err error
+			if replaced, err = replacedImages(store, st); err != nil {
+				return false, err
+			}
+		}
+		return replaced[sha], nil
+	}
+	c, err := blobs.Collect(referenced)
+	if err != nil {
+		log.Warn().Err(err).Int("temporary", c.Temporary).Int("unreferenced", c.Unreferenced).
+			Msg("collecting orphaned blobs failed; the next start tries again")
+		return
+	}
+	log.Info().Int("temporary", c.Temporary).Int("unreferenced", c.Unreferenced).Int64("bytes", c.Bytes).
+		Msg("collected orphaned blobs")
+}
+
+// replacedImages is every reference image an event of an amended task
+// names.
+func replacedImages(store *ledger.Store, st *projections.State) (map[string]bool, error) {
+	out := map[string]bool{}
+	for id, t := range st.Tasks {
+		if t.Revision <= 1 {
+			continue
+		}
+		err := store.Stream(events.TaskStream(id), func(e *ledger.Event) error {
+			if e.Type != events.EvTaskReferenceImageSet {
+				return nil
+			}
+			body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
+			if err != nil {
+				return fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
+			if b, ok := body.(*events.TaskReferenceImageSet); ok {
+				out[b.SHA256] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading task %s for its reference images: %w", id, err)
+		}
+	}
+	return out, nil
+}
