@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,8 +43,8 @@ func checkCounts(t *testing.T, res *Result, devices int) {
 	if sum != res.Durable {
 		t.Errorf("durable %d != sum by op %d", res.Durable, sum)
 	}
-	if res.P50 <= 0 || res.P99 < res.P50 {
-		t.Errorf("percentiles p50 %v p99 %v", res.P50, res.P99)
+	if res.P50 <= 0 || res.P99 < res.P50 || res.P999 < res.P99 || res.Max < res.P999 {
+		t.Errorf("percentiles p50 %v p99 %v p99.9 %v max %v", res.P50, res.P99, res.P999, res.Max)
 	}
 }
 
@@ -104,6 +105,21 @@ func TestInProcessRunCountsAndVerifies(t *testing.T) {
 	checkCounts(t, res, cfg.Devices)
 	if res.Durable < cfg.Commands {
 		t.Errorf("durable %d < the %d commands asked for", res.Durable, cfg.Commands)
+	}
+	// The pauses cover the run's commits only: together they carried
+	// exactly the run's events.
+	p := res.Pauses
+	if p == nil || p.Commits == 0 || p.CommitMax < p.CommitP99 || p.CommitMax <= 0 {
+		t.Fatalf("pauses %+v for %d events", p, res.Events)
+	}
+	if got := int(p.EventsPerCommit*float64(p.Commits) + 0.5); got != int(res.Events) {
+		t.Errorf("commits carried %d events, the run appended %d", got, res.Events)
+	}
+	if p.MaxEventsPerCommit < 1 || p.Snapshots != 0 {
+		t.Errorf("pauses %+v: want a batch of at least one event and no snapshot in 300 commands", p)
+	}
+	if line := res.Line(); !strings.Contains(line, "p99.9") || !strings.Contains(line, "pauses: ") {
+		t.Errorf("line without p99.9 or pauses: %s", line)
 	}
 	checkLedger(t, dir, res, cfg)
 }

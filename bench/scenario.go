@@ -21,16 +21,23 @@ import (
 // configuration and fsync on: what `taskledger serve` runs.
 func OpenNode(dir string) (*node.Node, error) { return openNode(dir, false) }
 
-func openNode(dir string, manual bool) (*node.Node, error) {
-	return node.Open(node.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
-		Logger: zerolog.Nop()})
+func openNode(dir string, manual bool) (*node.Node, error) { return openNodeProbed(dir, manual, nil) }
+
+func openNodeProbed(dir string, manual bool, p *pauseProbe) (*node.Node, error) {
+	cfg := node.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
+		Logger: zerolog.Nop()}
+	if p != nil {
+		cfg.WrapLog, cfg.SnapshotTimed = p.wrap, p.snapshot
+	}
+	return node.Open(cfg)
 }
 
 // InProcessScenario opens a fresh node in dir, registers cfg.Devices
 // devices and the task pool, drives them through the sequencer directly
 // and closes the node (dir keeps the ledger for verification).
 func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, error) {
-	n, err := openNode(dir, cfg.ManualClock)
+	probe := &pauseProbe{}
+	n, err := openNodeProbed(dir, cfg.ManualClock, probe)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +48,9 @@ func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, er
 		return nil, err
 	}
 	before := drv.Head()
+	probe.start()
 	res := Run(ctx, drv, devs, cfg, fmt.Sprintf("in-process, %d devices", len(devs)))
+	res.Pauses = probe.stop()
 	res.Events = drv.Head() - before
 	if err := n.Close(); err != nil {
 		return nil, err

@@ -55,7 +55,12 @@ type Result struct {
 	Errors  int
 	// FirstError is the first error a worker saw, if any.
 	FirstError error
-	P50, P99   time.Duration
+	// P50, P99 and P999 are percentiles of every counted command's
+	// latency; Max is the longest (the longest stall a device saw).
+	P50, P99, P999, Max time.Duration
+	// Pauses, when measured (ledger runs in this process), says what
+	// could have stalled the commands.
+	Pauses *Pauses
 	// PerOp holds counts and latencies by op.
 	PerOp map[Op]OpStats
 	// Events is the number of events the run appended (ledger runs).
@@ -106,7 +111,10 @@ func merge(name string, workers int, elapsed time.Duration, recs []*recorder) *R
 		all = append(all, lat...)
 	}
 	slices.Sort(all)
-	res.P50, res.P99 = pct(all, 50), pct(all, 99)
+	res.P50, res.P99, res.P999 = pct(all, 50), pct(all, 99), pctMille(all, 999)
+	if len(all) > 0 {
+		res.Max = all[len(all)-1]
+	}
 	for _, r := range recs {
 		res.Errors += r.errors
 		if res.FirstError == nil {
@@ -125,10 +133,19 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[max(i, 0)]
 }
 
+// pctMille is the m-th per-mille (nearest rank) of sorted.
+func pctMille(sorted []time.Duration, m int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*m+999)/1000 - 1
+	return sorted[max(i, 0)]
+}
+
 // Line is the one-line report of a scenario.
 func (r *Result) Line() string {
-	s := fmt.Sprintf("%-44s %9.0f durable cmds/s  p50 %8s  p99 %8s  (%d cmds in %s",
-		r.Name, r.PerSecond(), round(r.P50), round(r.P99), r.Durable, r.Elapsed.Round(time.Millisecond))
+	s := fmt.Sprintf("%-44s %9.0f durable cmds/s  p50 %8s  p99 %8s  p99.9 %8s  max %8s  (%d cmds in %s",
+		r.Name, r.PerSecond(), round(r.P50), round(r.P99), round(r.P999), round(r.Max), r.Durable, r.Elapsed.Round(time.Millisecond))
 	if r.Events > 0 {
 		s += fmt.Sprintf(", %d events, %.2f events/cmd", r.Events, float64(r.Events)/float64(max(r.Durable, 1)))
 	}
@@ -138,7 +155,11 @@ func (r *Result) Line() string {
 	if r.Errors > 0 {
 		s += fmt.Sprintf(", %d ERRORS, first: %v", r.Errors, r.FirstError)
 	}
-	return s + ")"
+	s += ")"
+	if r.Pauses != nil {
+		s += "\n    " + r.Pauses.Line()
+	}
+	return s
 }
 
 // OpLine details a ledger scenario by op.

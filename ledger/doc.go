@@ -10,8 +10,12 @@
 //	           value: big-endian uint64 seq (reads by stream). Complete
 //	           through meta "streams_indexed" (through the head when that
 //	           key is absent); the entries of later events are rebuilt in
-//	           memory from the events at open and written in one sorted
-//	           pass once a few thousand are pending (streamindex.go)
+//	           memory from the events at open and written in a sorted
+//	           pass once a few thousand are pending, a chunk of the pass
+//	           per commit in key order; "streams_indexed" moves with the
+//	           pass's last chunk, so the bucket may also hold entries of
+//	           later events (a pass under way), which Stream reads once
+//	           (streamindex.go)
 //	meta       "format" → format version; "head" → msgpack Head;
 //	           "streams_indexed" → big-endian uint64 seq;
 //	           "manual_clock" → msgpack ManualClock;

@@ -238,6 +238,7 @@ func (s *Store) Append(b *Batch) error {
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	var pending []streamEntry
+	var pass *streamPass
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		head, err := readHead(tx)
 		if err != nil {
@@ -272,7 +273,7 @@ func (s *Store) Append(b *Batch) error {
 			if err := meta.Put(keyHead, hb); err != nil {
 				return err
 			}
-			if pending, err = s.index.write(tx, b, head); err != nil {
+			if pending, pass, err = s.index.write(tx, b, head); err != nil {
 				return err
 			}
 		}
@@ -305,7 +306,7 @@ func (s *Store) Append(b *Batch) error {
 		return nil
 	})
 	if err == nil && len(b.Events) > 0 {
-		s.index.set(pending)
+		s.index.set(pending, pass)
 	}
 	return err
 }
@@ -365,14 +366,19 @@ func (s *Store) Stream(stream string, fn func(*Event) error) error {
 		}
 		c := tx.Bucket(bucketStreams).Cursor()
 		prefix := append([]byte(stream), 0)
+		var last uint64 // the stream's newest seq read from the bucket
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
+			if len(v) == 8 {
+				last = max(last, binary.BigEndian.Uint64(v))
+			}
 			if err := emit(v); err != nil {
 				return err
 			}
 		}
-		// The entries not in the bucket yet; those a bulk write moved into
-		// it after tail was taken were read above.
-		indexed := indexedThrough(tx)
+		// The entries not in the bucket yet; those a pass moved into it
+		// (all of them, or the first chunks of one under way) were read
+		// above, and a stream's seqs grow with its versions.
+		indexed := max(indexedThrough(tx), last)
 		for _, seq := range tail {
 			if seq > indexed {
 				if err := emit(u64(seq)); err != nil {

@@ -13,8 +13,8 @@ import (
 )
 
 // streamIndexBatch is how many events' stream-index entries are kept in
-// memory before Append writes them to the streams bucket in one sorted pass
-// (a variable so tests can lower it).
+// memory before Append starts writing them to the streams bucket in a
+// sorted pass (a variable so tests can lower it).
 //
 // Writing each event's (stream, version) key in its own batch put one
 // random key per event into a B+tree ordered by stream name: every batch
@@ -22,6 +22,14 @@ import (
 // fsynced those pages. Deferring the entries turns that into one sorted
 // pass every streamIndexBatch events (see doc.go and docs/performance.md).
 var streamIndexBatch = 8192
+
+// streamIndexChunk is the least number of a pass's sorted entries one
+// Append writes (at least twice the batch's events, so a pass always
+// outruns the events arriving meanwhile). A pass written at once made one
+// commit in every streamIndexBatch events 10–40 ms long, and every command
+// decided meanwhile waited for it; spread over the commits that follow, in
+// key order, each commit touches only its slice of the tree's pages.
+var streamIndexChunk = 256
 
 var keyStreamsIndexed = []byte("streams_indexed")
 
@@ -37,6 +45,18 @@ type streamEntry struct {
 type streamIndex struct {
 	mu      sync.Mutex
 	pending []streamEntry
+	pass    *streamPass // the pass being written; only Append touches it
+}
+
+// streamPass is a sorted pass spread over several Appends: sorted holds
+// the entries of every event through seq `through`, in key order, and
+// sorted[:done] are in the bucket. The meta "streams_indexed" seq moves to
+// `through` with the last chunk; a pass cut short (a restart) is written
+// again from the start (a Put of an entry already there changes nothing).
+type streamPass struct {
+	sorted  []streamEntry
+	done    int
+	through uint64
 }
 
 // indexedThrough is the seq through which the streams bucket is complete
@@ -78,10 +98,12 @@ func (x *streamIndex) load(db *bolt.DB) error {
 
 // write runs inside Append's transaction after the batch's events were
 // put. When the pending entries and the batch's reach streamIndexBatch it
-// writes them all to the streams bucket, sorted, and moves the indexed
-// seq to the batch's head; otherwise it only makes sure the indexed seq is
-// recorded. It returns what pending becomes if the transaction commits.
-func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) ([]streamEntry, error) {
+// starts a pass over all of them, sorted; while a pass is under way each
+// Append writes its next chunk, and the last chunk moves the indexed seq to
+// the pass's last event and drops those entries from pending. Otherwise it
+// only makes sure the indexed seq is recorded. It returns what pending and
+// the pass become if the transaction commits (set).
+func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) ([]streamEntry, *streamPass, error) {
 	// Appends are serialized (Store.appendMu) and readers only look at
 	// pending[:len] under mu, so the writer may fill the backing array past
 	// len; set publishes the new length after the commit.
@@ -92,33 +114,52 @@ func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) ([]streamEntry, er
 		next = append(next, streamEntry{stream: e.Stream, version: e.StreamVersion, seq: e.Seq})
 	}
 	meta := tx.Bucket(bucketMeta)
-	if len(next) < streamIndexBatch {
-		if meta.Get(keyStreamsIndexed) == nil {
-			return next, meta.Put(keyStreamsIndexed, u64(b.Expected.Seq))
+	if meta.Get(keyStreamsIndexed) == nil {
+		if err := meta.Put(keyStreamsIndexed, u64(b.Expected.Seq)); err != nil {
+			return nil, nil, err
 		}
-		return next, nil
 	}
-	sorted := slices.Clone(next)
-	slices.SortFunc(sorted, func(a, b streamEntry) int {
-		if c := strings.Compare(a.stream, b.stream); c != 0 {
-			return c
+	pass := x.pass
+	if pass == nil {
+		if len(next) < streamIndexBatch {
+			return next, nil, nil
 		}
-		return cmp.Compare(a.version, b.version)
-	})
+		sorted := slices.Clone(next)
+		slices.SortFunc(sorted, func(a, b streamEntry) int {
+			if c := strings.Compare(a.stream, b.stream); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.version, b.version)
+		})
+		pass = &streamPass{sorted: sorted, through: head.Seq}
+	}
+	end := min(len(pass.sorted), pass.done+max(streamIndexChunk, 2*len(b.Events)))
 	streams := tx.Bucket(bucketStreams)
-	for _, e := range sorted {
+	for _, e := range pass.sorted[pass.done:end] {
 		if err := streams.Put(streamKey(e.stream, e.version), u64(e.seq)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return nil, meta.Put(keyStreamsIndexed, u64(head.Seq))
+	if end < len(pass.sorted) {
+		return next, &streamPass{sorted: pass.sorted, done: end, through: pass.through}, nil
+	}
+	// The pass is complete: pending keeps the entries after it (next is
+	// in seq order), in a fresh array so the written ones can be freed.
+	i, _ := slices.BinarySearchFunc(next, pass.through, func(e streamEntry, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	if i < len(next) && next[i].seq == pass.through {
+		i++
+	}
+	rest := make([]streamEntry, len(next)-i, max(len(next)-i, streamIndexBatch))
+	copy(rest, next[i:])
+	return rest, nil, meta.Put(keyStreamsIndexed, u64(pass.through))
 }
 
 // set installs the pending entries after a commit.
-func (x *streamIndex) set(pending []streamEntry) {
+func (x *streamIndex) set(pending []streamEntry, pass *streamPass) {
 	x.mu.Lock()
 	x.pending = pending
 	x.mu.Unlock()
+	x.pass = pass
 }
 
 // tail returns the pending seqs of stream, in stream order.

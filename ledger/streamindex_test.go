@@ -14,6 +14,13 @@ func lowIndexBatch(t *testing.T, n int) {
 	t.Cleanup(func() { streamIndexBatch = old })
 }
 
+// lowIndexChunk makes a pass write at least n entries per Append.
+func lowIndexChunk(t *testing.T, n int) {
+	old := streamIndexChunk
+	streamIndexChunk = n
+	t.Cleanup(func() { streamIndexChunk = old })
+}
+
 // appendRoundRobin appends batches of events spread over streams and
 // returns the seqs of each stream in order.
 func appendRoundRobin(t *testing.T, s *Store, head Head, streams []string, batches, perBatch int, seqs map[string][]uint64) Head {
@@ -171,4 +178,61 @@ func TestStreamReadsDuringAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkStreams(t, s, seqs)
+}
+
+// TestStreamIndexPassSpreadOverAppends: a pass is written a chunk per
+// Append, in key order; the indexed seq moves only with its last chunk;
+// Stream reads are complete (no entry twice) before, during and after it,
+// and after reopening in the middle of one (read-only, and read-write,
+// where the pass starts again and completes).
+func TestStreamIndexPassSpreadOverAppends(t *testing.T) {
+	lowIndexBatch(t, 12)
+	lowIndexChunk(t, 1) // 2 × the batch's events per Append
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	streams := []string{"task/a", "task/b", "task/bb", "device/c", "task/c"}
+	seqs := map[string][]uint64{}
+	head := GenesisHead()
+	indexed := func(s *Store) (seq uint64, inBucket int) {
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			seq, inBucket = indexedThrough(tx), tx.Bucket(bucketStreams).Stats().KeyN
+			return nil
+		})
+		return seq, inBucket
+	}
+	for range 6 { // 6 × 2 events: the pass starts at seq 12
+		head = appendRoundRobin(t, s, head, streams, 1, 2, seqs)
+		checkStreams(t, s, seqs)
+	}
+	if s.index.pass == nil {
+		t.Fatal("no pass under way after 12 events with a batch of 12 and chunks of 4")
+	}
+	if seq, n := indexed(s); seq != 0 || n != 4 {
+		t.Fatalf("after the first chunk: indexed through %d with %d keys in the bucket, want 0 and 4", seq, n)
+	}
+	s.Close()
+
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStreams(t, ro, seqs) // the bucket's first chunk and the rebuilt tail, each entry once
+	ro.Close()
+
+	s = mustOpen(t, dir)
+	checkStreams(t, s, seqs)
+	for range 6 {
+		head = appendRoundRobin(t, s, head, streams, 1, 2, seqs)
+		checkStreams(t, s, seqs)
+	}
+	seq, n := indexed(s)
+	if seq < 12 || n < 12 {
+		t.Fatalf("indexed through %d with %d keys: the restarted pass did not complete", seq, n)
+	}
+	if got := len(s.index.pending); uint64(got) != head.Seq-seq {
+		t.Fatalf("%d entries pending after seq %d with head %d", got, seq, head.Seq)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -27,6 +27,7 @@ type snapshotter struct {
 	metrics *api.Metrics
 	written func(seq uint64, path string, err error)
 	signed  func(seq uint64) // signs the checkpoint of a snapshot's seq
+	timed   func(seq uint64, capture, total time.Duration)
 
 	mu   sync.Mutex    // one snapshot at a time
 	last atomic.Uint64 // seq of the newest snapshot written or loaded
@@ -99,6 +100,7 @@ func (s *snapshotter) take(force bool) (string, error) {
 	if capture == nil {
 		return "", nil
 	}
+	captured := time.Since(start)
 	snap, err := SnapshotOf(capture, cfg, s.kcv)
 	path := ""
 	if err == nil {
@@ -125,6 +127,9 @@ func (s *snapshotter) take(force bool) (string, error) {
 		Msg("snapshot written")
 	if s.written != nil {
 		s.written(snap.Seq, path, nil)
+	}
+	if s.timed != nil {
+		s.timed(snap.Seq, captured, time.Since(start))
 	}
 	return path, nil
 }

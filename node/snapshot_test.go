@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"taskledger/commands"
 	"taskledger/ledger"
@@ -248,5 +249,42 @@ func TestSnapshotSecretKeyCheck(t *testing.T) {
 	}(), SnapshotEvery: 100000})
 	if !errors.Is(err, node.ErrSecret) {
 		t.Fatalf("another secret: %v", err)
+	}
+}
+
+// TestSnapshotTimedReportsEachSnapshot: SnapshotTimed hears of every
+// snapshot written, with its seq, the read-lock hold of the capture and
+// the whole duration (which includes the capture).
+func TestSnapshotTimedReportsEachSnapshot(t *testing.T) {
+	type timing struct {
+		seq            uint64
+		capture, total time.Duration
+	}
+	timed := make(chan timing, 64)
+	w := newWritten()
+	n := nodetest.Start(t, every(10), w.option(), func(c *node.Config) {
+		c.SnapshotTimed = func(seq uint64, capture, total time.Duration) { timed <- timing{seq, capture, total} }
+	})
+	d := n.RegisterDevice()
+	var path string
+	for i := 0; path == ""; i++ {
+		if i == 40 {
+			t.Fatalf("no snapshot after %d events", n.Head())
+		}
+		work(t, n, d)
+		select {
+		case path = <-w.ch:
+		default:
+		}
+	}
+	if strings.HasPrefix(path, "error") {
+		t.Fatal(path)
+	}
+	got := <-timed // told right after SnapshotWritten
+	if got.seq < 10 || got.capture <= 0 || got.total < got.capture {
+		t.Fatalf("timing %+v for the snapshot %s", got, path)
+	}
+	if filepath.Base(path) != snapshots.FileName(got.seq) {
+		t.Errorf("timed seq %d, written %s", got.seq, path)
 	}
 }

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"time"
+
+	"taskledger/commands"
+	"taskledger/ledger"
+)
+
+// Pauses is what could have stalled a ledger run's commands: the longest
+// commits (a stream-index pass is inside one), the snapshots' read-lock
+// holds, and the collector's stop-the-world pauses.
+type Pauses struct {
+	Commits            int
+	CommitP99          time.Duration
+	CommitMax          time.Duration
+	EventsPerCommit    float64
+	MaxEventsPerCommit int
+	Snapshots          int
+	SnapshotLockMax    time.Duration // the longest capture under the read lock
+	SnapshotTotalMax   time.Duration // the longest capture + encode + write + fsync
+	GCCycles           uint64
+	GCPauseMax         time.Duration // upper bound of the highest bucket with a pause
+	GCCPU              time.Duration // the collector's CPU (background and assists)
+}
+
+// Line is the one-line report of the pauses.
+func (p *Pauses) Line() string {
+	return fmt.Sprintf("pauses: %d commits (%.1f events/commit, max %d) p99 %s max %s; %d snapshots, read lock max %s, total max %s; "+
+		"GC %d cycles, STW max ≤ %s, GC CPU %s",
+		p.Commits, p.EventsPerCommit, p.MaxEventsPerCommit, round(p.CommitP99), round(p.CommitMax),
+		p.Snapshots, round(p.SnapshotLockMax), round(p.SnapshotTotalMax),
+		p.GCCycles, round(p.GCPauseMax), p.GCCPU.Round(time.Millisecond))
+}
+
+// pauseProbe collects Pauses while a run lasts.
+type pauseProbe struct {
+	mu       sync.Mutex
+	on       bool
+	commits  []time.Duration
+	events   int
+	maxEv    int
+	snaps    int
+	lockMax  time.Duration
+	totalMax time.Duration
+	gc0      []metrics.Sample
+}
+
+var gcMetrics = []string{"/gc/cycles/total:gc-cycles", "/sched/pauses/total/gc:seconds", "/cpu/classes/gc/total:cpu-seconds"}
+
+func readGC() []metrics.Sample {
+	s := make([]metrics.Sample, len(gcMetrics))
+	for i, n := range gcMetrics {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	return s
+}
+
+// wrap times every Append of the log.
+func (p *pauseProbe) wrap(l commands.Log) commands.Log { return timedLog{l, p} }
+
+type timedLog struct {
+	commands.Log
+	p *pauseProbe
+}
+
+func (t timedLog) Append(b *ledger.Batch) error {
+	t0 := time.Now()
+	err := t.Log.Append(b)
+	d := time.Since(t0)
+	t.p.mu.Lock()
+	if t.p.on {
+		t.p.commits = append(t.p.commits, d)
+		t.p.events += len(b.Events)
+		t.p.maxEv = max(t.p.maxEv, len(b.Events))
+	}
+	t.p.mu.Unlock()
+	return err
+}
+
+func (p *pauseProbe) snapshot(_ uint64, capture, total time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		p.snaps++
+		p.lockMax = max(p.lockMax, capture)
+		p.totalMax = max(p.totalMax, total)
+	}
+}
+
+func (p *pauseProbe) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.on = true
+	p.gc0 = readGC()
+}
+
+func (p *pauseProbe) stop() *Pauses {
+	gc1 := readGC()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.on = false
+	r := &Pauses{Commits: len(p.commits), MaxEventsPerCommit: p.maxEv, Snapshots: p.snaps,
+		SnapshotLockMax: p.lockMax, SnapshotTotalMax: p.totalMax}
+	if len(p.commits) > 0 {
+		slices.Sort(p.commits)
+		r.CommitP99, r.CommitMax = pct(p.commits, 99), p.commits[len(p.commits)-1]
+		r.EventsPerCommit = float64(p.events) / float64(len(p.commits))
+	}
+	r.GCCycles = gc1[0].Value.Uint64() - p.gc0[0].Value.Uint64()
+	h0, h1 := p.gc0[1].Value.Float64Histogram(), gc1[1].Value.Float64Histogram()
+	for i := len(h1.Counts) - 1; i >= 0; i-- {
+		if h1.Counts[i] > h0.Counts[i] {
+			hi := h1.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h1.Buckets[i]
+			}
+			r.GCPauseMax = time.Duration(hi * float64(time.Second))
+			break
+		}
+	}
+	r.GCCPU = time.Duration((gc1[2].Value.Float64() - p.gc0[2].Value.Float64()) * float64(time.Second))
+	return r
+}
