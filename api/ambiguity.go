@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/labstack/echo/v4"
+
+	"taskledger/wire"
 )
 
 var errAmbiguous = newErr(http.StatusBadRequest, "ambiguous_request",
@@ -95,67 +97,9 @@ func unhex(c byte) byte {
 	return c - 'A' + 10
 }
 
-// loneSurrogate reports whether a JSON text holds a \u escape of a UTF-16
-// surrogate that is not part of a high-low pair (encoding/json would turn
-// it into U+FFFD silently: two clients could read the same key or value
-// differently).
-func loneSurrogate(b []byte) bool {
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !inString {
-			if c == '"' {
-				inString = true
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 >= len(b) {
-				return false
-			}
-			if b[i+1] != 'u' {
-				i++ // a two-character escape
-				continue
-			}
-			u, ok := hex4(b, i+2)
-			if !ok {
-				return false // malformed: the JSON parser refuses it
-			}
-			i += 5
-			switch {
-			case u >= 0xDC00 && u <= 0xDFFF:
-				return true
-			case u >= 0xD800 && u <= 0xDBFF:
-				if i+2 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
-					return true
-				}
-				lo, ok := hex4(b, i+3)
-				if !ok || lo < 0xDC00 || lo > 0xDFFF {
-					return true
-				}
-				i += 6
-			}
-		}
-	}
-	return false
-}
-
-func hex4(b []byte, at int) (rune, bool) {
-	if at+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[at : at+4] {
-		if !isHex(c) {
-			return 0, false
-		}
-		r = r<<4 | rune(unhex(c))
-	}
-	return r, true
-}
+// loneSurrogate reports whether a JSON text holds a lone UTF-16
+// surrogate escape (wire.HasLoneSurrogate).
+func loneSurrogate(b []byte) bool { return wire.HasLoneSurrogate(b) }
 
 // methodTable answers 405 with Allow for a path the router knows under
 // other methods, before authentication (HEAD included: no route answers

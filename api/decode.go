@@ -1,17 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
-	"strings"
 	"taskledger/wire"
 	"time"
-	"unicode/utf8"
 )
 
 // errInvalid is a request that is not valid JSON of the expected shape; it
@@ -22,85 +18,19 @@ func (e *errInvalid) Error() string { return e.msg }
 
 func invalid(format string, args ...any) error { return &errInvalid{fmt.Sprintf(format, args...)} }
 
-// parseStrict parses a JSON document strictly: valid UTF-8, one object, no
-// duplicate keys (also keys equal up to case) at any depth, nothing after
-// the closing brace. Numbers are kept as json.Number.
-func parseStrict(body []byte) (map[string]any, error) {
-	if !utf8.Valid(body) {
-		return nil, invalid("body is not valid UTF-8")
-	}
-	if loneSurrogate(body) {
-		return nil, invalid("body holds a lone UTF-16 surrogate escape")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	v, err := parseValue(dec)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, invalid("unexpected data after the JSON value")
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalid("body must be a JSON object")
-	}
-	return obj, nil
-}
+// requestJSON is the strict reader of request bodies (wire.Strict): a
+// size limit bounds their depth, and lone surrogate escapes are refused.
+var requestJSON = wire.Strict{RefuseLoneSurrogates: true}
 
-func parseValue(dec *json.Decoder) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, invalid("malformed JSON")
+// parseStrict parses a request body strictly (wire.Strict.ParseStrict);
+// a refusal is 400 invalid_request with the reader's message.
+func parseStrict(body []byte) (map[string]any, error) {
+	m, err := requestJSON.ParseStrict(body)
+	var se *wire.StrictError
+	if errors.As(err, &se) {
+		return nil, invalid("%s", se.Msg)
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			obj := map[string]any{}
-			folded := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, invalid("malformed JSON")
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return nil, invalid("malformed JSON")
-				}
-				lk := strings.ToLower(k)
-				if folded[lk] {
-					return nil, invalid("duplicate key %q", k)
-				}
-				folded[lk] = true
-				v, err := parseValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				obj[k] = v
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, invalid("malformed JSON")
-			}
-			return obj, nil
-		case '[':
-			arr := []any{}
-			for dec.More() {
-				v, err := parseValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, invalid("malformed JSON")
-			}
-			return arr, nil
-		}
-		return nil, invalid("malformed JSON")
-	default:
-		return tok, nil
-	}
+	return m, err
 }
 
 // fields reads a parsed object field by field; every key must be read by

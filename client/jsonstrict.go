@@ -3,15 +3,11 @@ package client
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
-	"strings"
 	"taskledger/wire"
 	"time"
-	"unicode/utf8"
 )
 
 // maxJSONDepth bounds nesting in responses.
@@ -57,82 +53,15 @@ func ParseTime(s string) (time.Time, error) {
 // FormatTime writes t in the wire format.
 func FormatTime(t time.Time) string { return t.UTC().Truncate(time.Millisecond).Format(TimeLayout) }
 
+// answerJSON is the strict reader of the server's answers (wire.Strict),
+// nesting bounded at maxJSONDepth.
+var answerJSON = wire.Strict{MaxDepth: maxJSONDepth}
+
 // checkJSON verifies that data is exactly one JSON object in valid UTF-8,
 // with no duplicate keys (also keys equal up to case) at any depth.
 func checkJSON(data []byte) error {
-	if !utf8.Valid(data) {
-		return errors.New("body is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	first, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("body is not JSON: %v", err)
-	}
-	if d, ok := first.(json.Delim); !ok || d != '{' {
-		return errors.New("body is not a JSON object")
-	}
-	if err := walkObject(dec, 1); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON object")
-	}
-	return nil
-}
-
-func walkObject(dec *json.Decoder, depth int) error {
-	if depth > maxJSONDepth {
-		return errors.New("JSON nested too deeply")
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("malformed JSON: %v", err)
-		}
-		key, _ := kt.(string)
-		fold := strings.ToLower(key)
-		if seen[fold] {
-			return fmt.Errorf("duplicate key %q", key)
-		}
-		seen[fold] = true
-		if err := walkValue(dec, depth); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("malformed JSON: %v", err)
-	}
-	return nil
-}
-
-func walkValue(dec *json.Decoder, depth int) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("malformed JSON: %v", err)
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	switch d {
-	case '{':
-		return walkObject(dec, depth+1)
-	case '[':
-		if depth+1 > maxJSONDepth {
-			return errors.New("JSON nested too deeply")
-		}
-		for dec.More() {
-			if err := walkValue(dec, depth+1); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return fmt.Errorf("malformed JSON: %v", err)
-		}
-	}
-	return nil
+	_, err := answerJSON.ParseStrict(data)
+	return err
 }
 
 // obj reads the members of one JSON object with strict per-field checks;

@@ -1,7 +1,8 @@
 // Package wire holds what the server (api/) and the device client
 // (client/) must agree on byte for byte: the task states as they appear in
-// documents, the time layout of every time the server writes, and the
-// form of identifiers (canonical lowercase UUIDv4). It imports nothing of
+// documents, the time layout of every time the server writes, the form
+// of identifiers (canonical lowercase UUIDv4), and the one strict JSON
+// reader (strictjson.go) that reads both the requests and the answers. It imports nothing of
 // the server and nothing outside the standard library.
 package wire
 
