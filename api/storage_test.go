@@ -45,16 +45,17 @@ func mustUnavailable(t *testing.T, what string, r *nodetest.Resp) {
 func TestBlobWriteFailureAnswers503AndRecovers(t *testing.T) {
 	n := nodetest.Start(t)
 	id := n.CreateTask(map[string]any{"k": "v"})
-	jpeg := i4TinyJPEG(t, 3)
+	jpeg := tinyJPEG(t, 3)
 	key := nodetest.NewKey()
 	put := func() *nodetest.Resp {
-		return ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
+		return n.Raw(t, "PUT", nodetest.AdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
 			map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": key})
+
 	}
 	before := n.Head()
 	restore := ledger.SetBlobWriteFault(syscall.ENOSPC)
 	mustUnavailable(t, "upload on a full disk", put())
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 	mustUnavailable(t, "readyz on a full disk", n.Do("GET", "/readyz", "", nil, nil))
 	restore()
 	nodetest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
@@ -71,20 +72,20 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 		c.WrapLog = func(l commands.Log) commands.Log { fl.inner = l; return fl }
 	})
 	acked := n.CreateTask(map[string]any{"n": 1})
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	fl.full.Store(true)
 	restore := ledger.SetBlobWriteFault(syscall.ENOSPC) // the disk is full for the probe too
-	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 2}}, nil)
+	r := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 2}}, nil)
 	mustUnavailable(t, "create on a full disk", r)
 	mustUnavailable(t, "readyz on a full disk", n.Do("GET", "/readyz", "", nil, nil))
 	fl.full.Store(false)
 	restore()
 	nodetest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
-	if st, _ := ctState(n, acked); st != "PENDING" {
+	if st, _ := n.State(acked); st != "PENDING" {
 		t.Fatalf("acknowledged task lost: state %q", st)
 	}
 	// The device's presence survived the failed commit: it claims at once.
-	_, _, claim := ctClaim(t, d)
+	_, _, claim := d.MustClaim(t)
 	nodetest.Must(t, claim, http.StatusOK)
 }
 
@@ -93,10 +94,11 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 	n := nodetest.Start(t)
 	id := n.CreateTask(map[string]any{"k": "v"})
-	jpeg := i4TinyJPEG(t, 9)
-	nodetest.Must(t, ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
-		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": nodetest.NewKey()}), http.StatusOK)
-	nodetest.Must(t, i3Authorize(n, id, nodetest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
+	jpeg := tinyJPEG(t, 9)
+	nodetest.Must(t, n.Raw(t, "PUT", nodetest.AdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
+		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": nodetest.NewKey()}),
+		http.StatusOK)
+	nodetest.Must(t, n.Authorize(id, nodetest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
 	sha := nodetest.Str(n.Task(id)["reference_image"].(map[string]any), "sha256")
 	path := filepath.Join(n.Dir, "blobs", sha)
 	damaged := append([]byte(nil), jpeg...)
@@ -104,15 +106,16 @@ func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 	if err := os.WriteFile(path, damaged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := ctReadyDevice(t, n)
-	tid, tok, claim := ctClaim(t, d)
+	d := n.ReadyDevice(t)
+	tid, tok, claim := d.MustClaim(t)
 	gen := fmt.Sprint(nodetest.Num(claim.JSON(), "claim_generation"))
 	get := func() *nodetest.Resp {
-		return ctRaw(t, n, "GET", ctDevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
+		return n.Raw(t, "GET", nodetest.DevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
 			map[string]string{"X-Claim-Token": tok, "X-Claim-Generation": gen})
+
 	}
 	adminGet := func() *nodetest.Resp {
-		return n.Do("GET", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, nil, nil)
+		return n.Do("GET", nodetest.AdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, nil, nil)
 	}
 	// Damaged, then missing: 503 with Retry-After and an empty body (a
 	// storage fault, never a 500, never the bytes), on both routes.

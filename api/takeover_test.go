@@ -14,7 +14,7 @@ import (
 // takeover policy ("" = the field left out).
 func tkTask(t *testing.T, n *nodetest.Node, takeover string) string {
 	t.Helper()
-	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 1}}, nil)
+	r := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 1}}, nil)
 	nodetest.Must(t, r, http.StatusCreated)
 	id := nodetest.Str(r.JSON(), "id")
 	tkAuthorize(t, n, id, 1, takeover)
@@ -27,7 +27,7 @@ func tkAuthorize(t *testing.T, n *nodetest.Node, id string, revision uint64, tak
 	if takeover != "" {
 		body["takeover"] = takeover
 	}
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken, body, nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/tasks/"+id+"/authorize", n.AdminToken, body, nil), http.StatusOK)
 }
 
 // tkNeeds returns the task's needs_operator field.
@@ -43,7 +43,7 @@ func tkNeeds(t *testing.T, n *nodetest.Node, id string) bool {
 // tkListed returns the ids of GET /admin/tasks?needs_operator=true.
 func tkListed(t *testing.T, n *nodetest.Node, query string) []string {
 	t.Helper()
-	r := n.Do("GET", ctAdminPath+"/tasks?"+query, n.AdminToken, nil, nil)
+	r := n.Do("GET", nodetest.AdminPath+"/tasks?"+query, n.AdminToken, nil, nil)
 	nodetest.Must(t, r, http.StatusOK)
 	var ids []string
 	for _, x := range r.JSON()["tasks"].([]any) {
@@ -66,7 +66,7 @@ func tkGauge(t *testing.T, n *nodetest.Node) string {
 }
 
 func tkRecover(n *nodetest.Node, id, decision string, version uint64) *nodetest.Resp {
-	return n.Do("POST", ctAdminPath+"/tasks/"+id+"/recover", n.AdminToken,
+	return n.Do("POST", nodetest.AdminPath+"/tasks/"+id+"/recover", n.AdminToken,
 		map[string]any{"decision": decision, "reason": "device went quiet", "expected_version": version}, nil)
 }
 
@@ -75,10 +75,10 @@ func tkRecover(n *nodetest.Node, id, decision string, version uint64) *nodetest.
 // lease_expired / claim_requires_manual, and only recover moves it.
 func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	e := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	e := n.ReadyDevice(t)
 	a := tkTask(t, n, "manual")
-	id, tok, cr := ctClaim(t, d)
+	id, tok, cr := d.MustClaim(t)
 	if id != a {
 		t.Fatalf("claimed %s, want %s", id, a)
 	}
@@ -113,19 +113,20 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	h := n.Head()
 	nodetest.Must(t, tkClaim(e), http.StatusNoContent)
-	ctSame(t, n, h)
-	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
-	ctRefused(t, n, h, d.Call(a, "lease/renew", tok, map[string]any{"claim_generation": 1, "session_id": d.Session,
+	n.MustUnchanged(t, h)
+	n.MustRefuse(t, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, d.Call(a, "lease/renew", tok, map[string]any{"claim_generation": 1, "session_id": d.Session,
 		"expected_lease_expires_at": n.Task(a)["claim"].(map[string]any)["lease_expires_at"]}, ""), http.StatusConflict, "lease_expired")
+
 	// The holder's own claim-next never re-claims it, nor takes another task.
 	other := tkTask(t, n, "")
 	r, _ := d.Claim()
 	nodetest.Must(t, r, http.StatusConflict, "claim_requires_manual")
-	if st, v := ctState(n, a); st != "CLAIMED" || v != 2 {
+	if st, v := n.State(a); st != "CLAIMED" || v != 2 {
 		t.Fatalf("task after refusals: %s v%d", st, v)
 	}
 	// Another device takes the other task, never the one that needs a person.
-	if got, _, _ := ctClaim(t, e); got != other {
+	if got, _, _ := e.MustClaim(t); got != other {
 		t.Fatalf("e claimed %s, want %s", got, other)
 	}
 
@@ -135,10 +136,10 @@ func TestManualTakeoverAtClaimLeaseExpiry(t *testing.T) {
 	if m := r.JSON(); nodetest.Str(m, "state") != "PENDING" || m["needs_operator"] != false || tkGauge(t, n) != "0" {
 		t.Fatalf("after requeue: %s", r.Body)
 	}
-	f := ctReadyDevice(t, n)
+	f := n.ReadyDevice(t)
 	nodetest.Must(t, tkClaim(f), http.StatusNoContent)
 	tkAuthorize(t, n, a, 1, "manual")
-	if got, _, r := ctClaim(t, f); got != a || nodetest.Num(r.JSON(), "claim_generation") != 2 {
+	if got, _, r := f.MustClaim(t); got != a || nodetest.Num(r.JSON(), "claim_generation") != 2 {
 		t.Fatalf("after re-authorization f claimed %s: %s", got, r.Body)
 	}
 	n.Restart().Close() // the log, rebuilt and verified, agrees
@@ -151,14 +152,14 @@ func TestManualTakeoverAfterRevocation(t *testing.T) {
 	for _, policy := range []string{"manual", "reclaim"} {
 		t.Run(policy, func(t *testing.T) {
 			n := nodetest.Start(t)
-			d := ctReadyDevice(t, n)
+			d := n.ReadyDevice(t)
 			a := tkTask(t, n, policy)
-			ctClaim(t, d)
-			nodetest.Must(t, n.Do("POST", ctAdminPath+"/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), http.StatusOK)
+			d.MustClaim(t)
+			nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), http.StatusOK)
 			if got := tkNeeds(t, n, a); got != (policy == "manual") {
 				t.Fatalf("needs_operator after revocation = %v", got)
 			}
-			e := ctReadyDevice(t, n)
+			e := n.ReadyDevice(t)
 			n.Advance(10*time.Minute - time.Second)
 			nodetest.Must(t, e.Ready(), http.StatusOK)
 			nodetest.Must(t, tkClaim(e), http.StatusNoContent)
@@ -167,8 +168,8 @@ func TestManualTakeoverAfterRevocation(t *testing.T) {
 			r, _ := e.Claim()
 			if policy == "reclaim" {
 				nodetest.Must(t, r, http.StatusOK)
-				if ctTaskOf(r) != a {
-					t.Fatalf("reclaim took %s", ctTaskOf(r))
+				if nodetest.ClaimedTask(r) != a {
+					t.Fatalf("reclaim took %s", nodetest.ClaimedTask(r))
 				}
 				return
 			}
@@ -191,9 +192,9 @@ func TestTakeoverRaceAfterExpiry(t *testing.T) {
 	}{{"manual", 0}, {"reclaim", 1}} {
 		t.Run(tc.policy, func(t *testing.T) {
 			n := nodetest.Start(t)
-			holder := ctReadyDevice(t, n)
+			holder := n.ReadyDevice(t)
 			a := tkTask(t, n, tc.policy)
-			ctClaim(t, holder)
+			holder.MustClaim(t)
 			devs := make([]*nodetest.Device, 64)
 			for i := range devs {
 				devs[i] = n.RegisterDevice()
@@ -220,8 +221,8 @@ func TestTakeoverRaceAfterExpiry(t *testing.T) {
 				switch r.Status {
 				case http.StatusOK:
 					got++
-					if ctTaskOf(r) != a {
-						t.Fatalf("claimed %s", ctTaskOf(r))
+					if nodetest.ClaimedTask(r) != a {
+						t.Fatalf("claimed %s", nodetest.ClaimedTask(r))
 					}
 				case http.StatusNoContent:
 				default:
@@ -239,21 +240,21 @@ func TestTakeoverRaceAfterExpiry(t *testing.T) {
 // nothing.
 func TestAuthorizeRejectsUnknownTakeover(t *testing.T) {
 	n := nodetest.Start(t)
-	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 1}}, nil)
+	r := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 1}}, nil)
 	a := nodetest.Str(r.JSON(), "id")
 	for _, v := range []any{"never", "", "MANUAL", 1, true} {
 		h := n.Head()
-		r := n.Do("POST", ctAdminPath+"/tasks/"+a+"/authorize", n.AdminToken,
+		r := n.Do("POST", nodetest.AdminPath+"/tasks/"+a+"/authorize", n.AdminToken,
 			map[string]any{"expected_revision": 1, "ttl_seconds": 3600, "takeover": v}, nil)
-		ctRefused(t, n, h, r, http.StatusBadRequest, "invalid_request")
+		n.MustRefuse(t, h, r, http.StatusBadRequest, "invalid_request")
 	}
-	if _, err := ctListNeeds(n, "needs_operator=yes"); err != http.StatusBadRequest {
+	if _, err := listTasks(n, "needs_operator=yes"); err != http.StatusBadRequest {
 		t.Fatalf("needs_operator=yes answered %d", err)
 	}
 }
 
-func ctListNeeds(n *nodetest.Node, q string) (*nodetest.Resp, int) {
-	r := n.Do("GET", ctAdminPath+"/tasks?"+q, n.AdminToken, nil, nil)
+func listTasks(n *nodetest.Node, q string) (*nodetest.Resp, int) {
+	r := n.Do("GET", nodetest.AdminPath+"/tasks?"+q, n.AdminToken, nil, nil)
 	return r, r.Status
 }
 
