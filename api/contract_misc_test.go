@@ -105,25 +105,25 @@ func TestDataDirectoryLayout(t *testing.T) {
 	}
 }
 
-var reviewTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
+var wireTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
 
-// reviewTimes checks every time field of a JSON document (…_at,
+// mustWireTimes checks every time field of a JSON document (…_at,
 // server_time, client_time): exactly three fractional digits and Z.
-func reviewTimes(t *testing.T, where string, v any) {
+func mustWireTimes(t *testing.T, where string, v any) {
 	t.Helper()
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
 			if s, ok := e.(string); ok && (strings.HasSuffix(k, "_at") || k == "server_time" || k == "client_time") {
-				if !reviewTimeRE.MatchString(s) {
+				if !wireTimeRE.MatchString(s) {
 					t.Errorf("%s: %s = %q is not RFC 3339 with three fractional digits and Z", where, k, s)
 				}
 			}
-			reviewTimes(t, where, e)
+			mustWireTimes(t, where, e)
 		}
 	case []any:
 		for _, e := range x {
-			reviewTimes(t, where, e)
+			mustWireTimes(t, where, e)
 		}
 	}
 }
@@ -138,7 +138,7 @@ func TestTimesAndDeviceTaskFields(t *testing.T) {
 	id := n.CreateTask(nil)
 	r, tok := d.Claim()
 	nodetest.Must(t, r, http.StatusOK)
-	reviewTimes(t, "claim", r.JSON())
+	mustWireTimes(t, "claim", r.JSON())
 	claim := r.JSON()["claim"].(map[string]any)
 	if _, has := claim["token"]; has {
 		t.Fatalf("client-issued claim echoes a token: %s", r.Body)
@@ -163,7 +163,7 @@ func TestTimesAndDeviceTaskFields(t *testing.T) {
 				t.Errorf("%s answer lacks %s: %s", name, f, a.Body)
 			}
 		}
-		reviewTimes(t, name, m)
+		mustWireTimes(t, name, m)
 	}
 	if s := nodetest.Str(answers["heartbeat"].JSON(), "step"); s != "step one" {
 		t.Errorf("heartbeat answer step %q", s)
@@ -172,14 +172,14 @@ func TestTimesAndDeviceTaskFields(t *testing.T) {
 		"target_app_version": "7", "checks": map[string]bool{"accessibility_connected": true}, "active_task_id": nil,
 		"client_time": nil}, nil)
 	nodetest.Must(t, p, http.StatusOK)
-	reviewTimes(t, "presence", p.JSON())
-	reviewTimes(t, "task detail", n.Task(id))
+	mustWireTimes(t, "presence", p.JSON())
+	mustWireTimes(t, "task detail", n.Task(id))
 	ev := n.Do("GET", nodetest.AdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
 	nodetest.Must(t, ev, http.StatusOK)
-	reviewTimes(t, "task events", ev.JSON())
+	mustWireTimes(t, "task events", ev.JSON())
 	dev := n.Do("GET", nodetest.AdminPath+"/devices/"+d.ID, n.AdminToken, nil, nil)
 	nodetest.Must(t, dev, http.StatusOK)
-	reviewTimes(t, "device", dev.JSON())
+	mustWireTimes(t, "device", dev.JSON())
 }
 
 // api.md, presence heartbeat: versions 1–64 printable ASCII, checks 1–16
