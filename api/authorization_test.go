@@ -5,6 +5,7 @@ package api_test
 // that consumes the authorization.
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -209,6 +210,9 @@ func TestRevokeAuthorization(t *testing.T) {
 	}
 }
 
+// A claim lease never outlives its authorization: lease_expires_at =
+// min(now + claim lease, authorization.expires_at), and a start at the
+// capped expiry is refused lease_expired.
 func TestClaimLeaseCappedAtAuthorizationExpiry(t *testing.T) {
 	n := nodetest.Start(t)
 	d := n.ReadyDevice(t)
@@ -218,8 +222,8 @@ func TestClaimLeaseCappedAtAuthorizationExpiry(t *testing.T) {
 
 	n.Advance(10 * time.Minute) // now + claim lease (10m) would pass the authorization (5m left)
 	nodetest.Must(t, d.Ready(), 200)
-	_, _, claim4 := d.MustClaim(t)
-	m := claim4.JSON()
+	_, tok, capped := d.MustClaim(t)
+	m := capped.JSON()
 	claim := nodetest.Obj(m, "claim")
 	for name, v := range map[string]any{"lease_expires_at": m["lease_expires_at"], "claim.lease_expires_at": claim["lease_expires_at"],
 		"claim.authorization_expires_at": claim["authorization_expires_at"], "detail claim.lease_expires_at": nodetest.Obj(n.Task(id), "claim")["lease_expires_at"]} {
@@ -228,13 +232,16 @@ func TestClaimLeaseCappedAtAuthorizationExpiry(t *testing.T) {
 		}
 	}
 
+	n.AdvanceTo(t, authExp)
+	n.MustRefuse(t, n.Head(), d.Start(id, tok, 1, 2), http.StatusConflict, "lease_expired")
+
 	// With a long authorization the lease is the configured claim lease.
 	other := n.RegisterDevice()
 	nodetest.Must(t, other.Ready(), 200)
 	n.CreateTask(map[string]any{"n": 2})
 	now := n.Engine.Now()
-	_, _, claim5 := other.MustClaim(t)
-	m = claim5.JSON()
+	_, _, long := other.MustClaim(t)
+	m = long.JSON()
 	if got := nodetest.Millis(t, m["lease_expires_at"]); got != now+(10*time.Minute).Milliseconds() {
 		t.Fatalf("lease %s, want now + 10m", nodetest.FormatMillis(got))
 	}

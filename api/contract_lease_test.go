@@ -158,25 +158,3 @@ func TestContractLeaseRunningExpired(t *testing.T) {
 		t.Fatalf("task %s v%d", st, v)
 	}
 }
-
-// A claim lease never outlives its authorization: lease_expires_at =
-// min(now + claim lease, authorization.expires_at).
-func TestContractLeaseCappedByAuthorization(t *testing.T) {
-	n := nodetest.Start(t)
-	d := n.ReadyDevice(t)
-	cr := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"a": 1},
-		"authorize": map[string]any{"ttl_seconds": 900}}, nil)
-	nodetest.Must(t, cr, http.StatusCreated)
-	a := nodetest.Str(cr.JSON(), "id")
-	authExp := nodetest.Str(cr.JSON()["authorization"].(map[string]any), "expires_at")
-	n.Advance(6 * time.Minute)
-	nodetest.Must(t, d.Ready(), http.StatusOK)
-	_, tok, r := d.MustClaim(t)
-	m := r.JSON()
-	if nodetest.Str(m, "lease_expires_at") != authExp || nodetest.Str(m["claim"].(map[string]any), "authorization_expires_at") != authExp {
-		t.Fatalf("lease not capped at %s: %s", authExp, r.Body)
-	}
-	n.Advance(9 * time.Minute)
-	h := n.Head()
-	n.MustRefuse(t, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
-}
