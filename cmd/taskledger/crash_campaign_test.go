@@ -24,6 +24,7 @@ import (
 
 	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 )
 
@@ -66,7 +67,7 @@ func (c *campaign) stopped() bool {
 
 // post sends a POST with a fresh key until answered (see crashLoad.send)
 // and returns the answer and the key.
-func (c *campaign) post(path, token string, body any, headers map[string]string) (*answer, string, error) {
+func (c *campaign) post(path, token string, body any, headers map[string]string) (*nodetest.Resp, string, error) {
 	key := uuid.NewString()
 	h := map[string]string{"Idempotency-Key": key}
 	for k, v := range headers {
@@ -83,7 +84,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 	for !c.stopped() {
 		tok := newClaimToken()
 		key := uuid.NewString()
-		var a *answer
+		var a *nodetest.Resp
 		for {
 			var err error
 			a, err = c.load.send("POST", "/api/v1/device/tasks/claim-next", d.token,
@@ -92,7 +93,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			if err != nil {
 				return err
 			}
-			if a.Status != 409 || a.code() != "device_not_ready" {
+			if a.Status != 409 || a.Code() != "device_not_ready" {
 				break
 			}
 			c.load.notReady.Add(1) // presence is soft state: gone after a restart
@@ -110,7 +111,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		case a.Status != 200:
 			return fmt.Errorf("claim-next: %s", a)
 		}
-		m := a.json()
+		m := a.JSON()
 		task, gen, version := str(obj(m, "task"), "id"), num(m, "claim_generation"), num(m, "version")
 		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskClaimed, events.EvTaskClaimResumed}})
 		path := "/api/v1/device/tasks/" + task + "/"
@@ -135,7 +136,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			continue // canceled by the operator meanwhile
 		}
 		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskStarted}})
-		exec, version := str(r.json(), "execution_id"), num(r.json(), "version")
+		exec, version := str(r.JSON(), "execution_id"), num(r.JSON(), "version")
 		ok := true
 		for i := range 1 + rng.IntN(3) {
 			r, key, err := c.post(path+"heartbeat", d.token, map[string]any{"device_id": d.id, "claim_generation": gen,
@@ -198,7 +199,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 		if a.Status != 201 {
 			return fmt.Errorf("create: %s", a)
 		}
-		c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []string{events.EvTaskCreated}})
+		c.ack(campaignAck{key: key, task: str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
 	}
 	return nil
 }
@@ -222,7 +223,7 @@ func TestCrashCampaign(t *testing.T) {
 		if err != nil || a.Status != 201 {
 			t.Fatalf("register device: %v %v", err, a)
 		}
-		m := a.json()
+		m := a.JSON()
 		devs[i] = crashDevice{id: str(m, "device_id"), token: str(m, "token"), session: uuid.NewString()}
 		c.ack(campaignAck{key: key, device: devs[i].id, types: []string{events.EvDeviceRegistered}})
 	}
@@ -231,7 +232,7 @@ func TestCrashCampaign(t *testing.T) {
 	if err != nil || a.Status != 201 {
 		t.Fatalf("create: %v %v", err, a)
 	}
-	c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []string{events.EvTaskCreated}})
+	c.ack(campaignAck{key: key, task: str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
 
 	errs := make(chan error, devices+1)
 	var wg sync.WaitGroup

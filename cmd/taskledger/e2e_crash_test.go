@@ -18,6 +18,7 @@ import (
 
 	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 )
 
@@ -78,7 +79,7 @@ func (l *crashLoad) ack(a crashAck) {
 // send sends a request until it gets an answer: a lost answer (the server
 // was killed) is retried with the same Idempotency-Key on the restarted
 // server. 503 is never expected (SIGKILL gives no graceful shutdown).
-func (l *crashLoad) send(method, path, token string, body any, headers map[string]string) (*answer, error) {
+func (l *crashLoad) send(method, path, token string, body any, headers map[string]string) (*nodetest.Resp, error) {
 	for {
 		url, changed := l.live.current()
 		a, err := l.c.do(url, method, path, token, body, headers)
@@ -107,7 +108,7 @@ type crashDevice struct{ id, token, session string }
 func (l *crashLoad) run(d crashDevice, cycles int) error {
 	for range cycles {
 		key, tok := uuid.NewString(), newClaimToken()
-		var a *answer
+		var a *nodetest.Resp
 		for {
 			var err error
 			a, err = l.send("POST", "/api/v1/device/tasks/claim-next", d.token,
@@ -116,7 +117,7 @@ func (l *crashLoad) run(d crashDevice, cycles int) error {
 			if err != nil {
 				return err
 			}
-			if a.Status != 409 || a.code() != "device_not_ready" {
+			if a.Status != 409 || a.Code() != "device_not_ready" {
 				break
 			}
 			// A restarted server waits for the next presence heartbeat;
@@ -138,7 +139,7 @@ func (l *crashLoad) run(d crashDevice, cycles int) error {
 		default:
 			return fmt.Errorf("claim-next: %s", a)
 		}
-		m := a.json()
+		m := a.JSON()
 		task, gen, version := str(obj(m, "task"), "id"), num(m, "claim_generation"), num(m, "version")
 		if task == "" || gen == 0 {
 			return fmt.Errorf("claim-next: %s", a)
@@ -152,7 +153,7 @@ func (l *crashLoad) run(d crashDevice, cycles int) error {
 		if err != nil {
 			return err
 		}
-		if r.Status != 200 || str(r.json(), "state") != "PENDING" {
+		if r.Status != 200 || str(r.JSON(), "state") != "PENDING" {
 			return fmt.Errorf("release %s generation %d: %s", task, gen, r)
 		}
 		l.ack(crashAck{kind: "release", key: rkey, device: d.id, task: task, gen: gen})
@@ -181,7 +182,7 @@ func TestE2ECrashSIGKILLKeepsEveryAcknowledgedCommand(t *testing.T) {
 		if err != nil || a.Status != 201 {
 			t.Fatalf("register device: %v %v", err, a)
 		}
-		m := a.json()
+		m := a.JSON()
 		devs[i] = crashDevice{id: str(m, "device_id"), token: str(m, "token"), session: uuid.NewString()}
 		load.ack(crashAck{kind: "register", key: key, device: devs[i].id})
 		h, err := load.send("POST", "/api/v1/device/heartbeat", devs[i].token, presenceBody(devs[i].id), nil)
@@ -197,7 +198,7 @@ func TestE2ECrashSIGKILLKeepsEveryAcknowledgedCommand(t *testing.T) {
 		if err != nil || a.Status != 201 {
 			t.Fatalf("create task: %v %v", err, a)
 		}
-		load.ack(crashAck{kind: "create", key: key, task: str(a.json(), "id")})
+		load.ack(crashAck{kind: "create", key: key, task: str(a.JSON(), "id")})
 	}
 
 	// The load.

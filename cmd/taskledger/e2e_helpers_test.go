@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"taskledger/node/nodetest"
 )
 
 // The binary is built once per test process, lazily: another test file of
@@ -238,29 +240,12 @@ func adminToken(t testing.TB, dir string) string {
 	return strings.TrimSpace(string(raw))
 }
 
-// answer is one HTTP answer.
-type answer struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (a *answer) json() map[string]any {
-	var m map[string]any
-	_ = json.Unmarshal(a.Body, &m)
-	return m
-}
-
-func (a *answer) code() string { c, _ := a.json()["code"].(string); return c }
-
-func (a *answer) String() string { return fmt.Sprintf("%d %s", a.Status, a.Body) }
-
 // client sends requests; it is safe for concurrent use and never fails the
 // test itself (callers in goroutines report errors).
 type client struct {
 	HTTP *http.Client
 	// Seen, when set, receives every answer (for the secrets test).
-	Seen func(method, path string, a *answer)
+	Seen func(method, path string, a *nodetest.Resp)
 }
 
 func newClient() *client {
@@ -271,7 +256,7 @@ func newClient() *client {
 // do sends method base+path with a bearer token, a JSON body (nil: none;
 // []byte: raw) and headers; POST/PUT get a fresh Idempotency-Key unless
 // headers name one ("" removes a header).
-func (c *client) do(base, method, path, token string, body any, headers map[string]string) (*answer, error) {
+func (c *client) do(base, method, path, token string, body any, headers map[string]string) (*nodetest.Resp, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -313,7 +298,7 @@ func (c *client) do(base, method, path, token string, body any, headers map[stri
 	if err != nil {
 		return nil, err
 	}
-	a := &answer{Status: res.StatusCode, Header: res.Header, Body: raw}
+	a := &nodetest.Resp{Status: res.StatusCode, Header: res.Header, Body: raw}
 	if c.Seen != nil {
 		c.Seen(method, path, a)
 	}

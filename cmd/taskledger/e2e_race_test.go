@@ -48,7 +48,7 @@ func createTasks(t *testing.T, c *client, base, admin string, count int) []strin
 				errs <- fmt.Errorf("create task: %s", a)
 				return
 			}
-			ids[i] = str(a.json(), "id")
+			ids[i] = str(a.JSON(), "id")
 		}()
 	}
 	wg.Wait()
@@ -60,14 +60,14 @@ func createTasks(t *testing.T, c *client, base, admin string, count int) []strin
 }
 
 // claimNext sends claim-next for a device with the given key and token.
-func claimNext(c *client, base string, d *nodetest.Device, key, token string) (*answer, error) {
+func claimNext(c *client, base string, d *nodetest.Device, key, token string) (*nodetest.Resp, error) {
 	return c.do(base, "POST", "/api/v1/device/tasks/claim-next", d.Token,
 		map[string]any{"device_id": d.ID, "session_id": d.Session},
 		map[string]string{"Idempotency-Key": key, "X-Claim-Token": token})
 }
 
 // release sends release for a claim.
-func release(c *client, base, devToken, devID, taskID, token, key string, gen, version uint64) (*answer, error) {
+func release(c *client, base, devToken, devID, taskID, token, key string, gen, version uint64) (*nodetest.Resp, error) {
 	return c.do(base, "POST", "/api/v1/device/tasks/"+taskID+"/release", devToken,
 		map[string]any{"device_id": devID, "claim_generation": gen, "expected_version": version},
 		map[string]string{"Idempotency-Key": key, "X-Claim-Token": token})
@@ -81,7 +81,7 @@ func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 
 	type outcome struct {
 		dev *nodetest.Device
-		a   *answer
+		a   *nodetest.Resp
 		err error
 	}
 	out := make([]outcome, len(devs))
@@ -120,7 +120,7 @@ func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 		t.Fatalf("want exactly one 200 and sixty-three 204, got %d and %d", len(winners), noTask)
 	}
 	w := winners[0]
-	if got := str(obj(w.a.json(), "task"), "id"); got != task {
+	if got := str(obj(w.a.JSON(), "task"), "id"); got != task {
 		t.Fatalf("winner claimed %s, want %s", got, task)
 	}
 	claim := obj(n.Task(task), "claim")
@@ -171,14 +171,14 @@ func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 					errs <- fmt.Errorf("claim-next: %s", a)
 					return
 				}
-				m := a.json()
+				m := a.JSON()
 				id := str(obj(m, "task"), "id")
 				r, err := release(c, n.URL, d.Token, d.ID, id, tok, uuid.NewString(), num(m, "claim_generation"), num(m, "version"))
 				if err != nil {
 					errs <- err
 					return
 				}
-				if r.Status != 200 || str(r.json(), "state") != "PENDING" {
+				if r.Status != 200 || str(r.JSON(), "state") != "PENDING" {
 					errs <- fmt.Errorf("release %s: %s", id, r)
 					return
 				}
@@ -238,7 +238,7 @@ func fetchEvents(t *testing.T, c *client, base, admin string) []ownEvent {
 		if err != nil || a.Status != 200 {
 			t.Fatalf("events after %d: %v %v", after, err, a)
 		}
-		m := a.json()
+		m := a.JSON()
 		list, _ := m["events"].([]any)
 		for _, raw := range list {
 			e := raw.(map[string]any)

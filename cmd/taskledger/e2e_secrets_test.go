@@ -23,6 +23,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"taskledger/node/nodetest"
 )
 
 // secret is one token the test must not find, with the answers allowed to
@@ -99,7 +101,7 @@ func (s *session) do(want int, method, path, token string, body any, headers map
 	if a.Status != want {
 		s.t.Fatalf("%s %s: want %d, got %s", method, path, want, a)
 	}
-	return a.json()
+	return a.JSON()
 }
 
 // allow marks the newest answer as allowed to carry the named secret.
@@ -144,7 +146,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	add("claim-token secret", secretHex)
 
 	s := &session{t: t, c: newClient(), url: srv.URL}
-	s.c.Seen = func(method, path string, a *answer) {
+	s.c.Seen = func(method, path string, a *nodetest.Resp) {
 		var b bytes.Buffer
 		fmt.Fprintf(&b, "%d\n", a.Status)
 		_ = a.Header.Write(&b)

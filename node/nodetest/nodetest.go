@@ -385,3 +385,6 @@ func (r *Run) Beat(step string) *Resp { return r.Act("heartbeat", map[string]any
 func (r *Run) Complete(result map[string]any) *Resp {
 	return r.Act("complete", map[string]any{"expected_version": 3, "result": result})
 }
+
+// String is the status and body, for failure messages.
+func (r *Resp) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }

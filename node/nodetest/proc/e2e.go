@@ -1,9 +1,9 @@
-// Package e2e runs the real taskledger server and the agent as processes
+// Package proc runs the real taskledger server and the agent as processes
 // for the client's end-to-end and crash tests: it builds the binaries,
 // starts a server with the manual test clock, talks to its admin API, and
 // follows a process's stderr line by line so tests wait on what the
 // process says, never on sleeps.
-package e2e
+package proc
 
 import (
 	"bufio"
