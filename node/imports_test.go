@@ -58,13 +58,17 @@ func allowed(rel string, prefixes []string) bool {
 
 // TestPackageBoundaries keeps each dependency inside the package that owns
 // it (STYLE.md §1): bbolt in ledger/ and snapshots/ (plus the benchmark's
-// raw baseline and the device client's local state), Echo in api/.
+// raw baseline and the device client's local state), Echo in api/, NATS in
+// ledger/jetstream/.
 func TestPackageBoundaries(t *testing.T) {
 	root := repoRoot(t)
 	rules := map[string][]string{
 		"go.etcd.io/bbolt":            {"ledger/", "snapshots/", "bench/", "client/"},
 		"github.com/labstack/echo/v4": {"api/"},
 		"net/http":                    {"api/", "bench/", "client/", "cmd/", "node/"},
+		"github.com/nats-io/nats.go":  {"ledger/jetstream/"},
+		// The embedded NATS server runs in tests only.
+		"github.com/nats-io/nats-server/v2": {},
 	}
 	fset := token.NewFileSet()
 	for _, rel := range goFiles(t, root) {

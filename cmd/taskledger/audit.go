@@ -141,21 +141,37 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envDefault("data", "./data"), "data directory")
 	after := fs.Uint64("after", 0, "export the events after this seq")
 	format := fs.String("format", "ndjson", "output format (ndjson)")
+	var nf natsFlags // --ledger nats://...: export a JetStream log
+	nf.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
 	}
 	if len(pos) != 0 {
-		fmt.Fprintln(stderr, "usage: taskledger export [--after SEQ] --format ndjson [--data DIR]")
+		fmt.Fprintln(stderr, "usage: taskledger export [--after SEQ] --format ndjson [--data DIR | --ledger nats://HOST:PORT]")
 		return 2
 	}
 	if *format != "ndjson" {
 		fmt.Fprintf(stderr, "taskledger: --format %q is not supported (use ndjson)\n", *format)
 		return 2
 	}
-	store, code := openLedger(*data, true, stderr)
-	if store == nil {
-		return code
+	var store ledger.Backend
+	if nf.ledger != "" {
+		log, err := nf.open()
+		if errors.Is(err, errLedgerURL) {
+			fmt.Fprintf(stderr, "taskledger: %v\n", err)
+			return 2
+		}
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		store = log
+	} else {
+		s, code := openLedger(*data, true, stderr)
+		if s == nil {
+			return code
+		}
+		store = s
 	}
 	defer store.Close()
 	w := bufio.NewWriterSize(stdout, 1<<16)

@@ -143,6 +143,9 @@ func loopback(addr string) bool {
 }
 
 func cmdVerify(args []string, stdout, stderr io.Writer) int {
+	if ledgerRequested(args) {
+		return cmdVerifyLedger(args, stdout, stderr)
+	}
 	if remoteRequested(args) {
 		return cmdVerifyRemote(args, stdout, stderr)
 	}

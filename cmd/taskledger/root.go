@@ -36,11 +36,14 @@ var legacyCommands = []legacy{
 	{"verify", "check the log: hash chain, seq, invariants, snapshots (offline; --server checks a running server's log here)",
 		"Check a stopped ledger: the hash chain, seq density, every invariant, bbolt's consistency check, and that snapshot + tail equals a full replay.\n" +
 			"With --server URL (or TASKLEDGER_SERVER) and an admin token (--token-file FILE or TASKLEDGER_TOKEN), the whole log is read through the running server's API (its stored envelopes) and checked here: seqs, hash chain, canonical encoding, invariants and every task's rules; --key VERIFIER also checks its newest signed checkpoint.\n" +
+			"With --ledger nats://HOST:PORT[,...] the JetStream log is checked the same way, event by event (--nats-name, --nats-creds).\n" +
 			"Exits 1 on the first violation, naming its seq.", cmdVerify},
+	{"migrate", "copy a stopped bbolt ledger into an empty JetStream stream, and verify the copy",
+		"Copy the stopped ledger in --data into the empty JetStream log named by --ledger nats://HOST:PORT[,...]: every event with its stored bytes (same seqs, same hashes), the soft records, the manual clock, the secret key-check value and the admin tokens; then verify the copy and check its head is the source's. --nats-replicas sets the replicas of the stream it creates.", cmdMigrate},
 	{"history", "a task's full history (offline; --server reads it through the API)",
 		"Print a task's full history, human readable or --json. With --server (or TASKLEDGER_SERVER) it is read through a running server's API; otherwise from the stopped ledger in --data.", cmdHistoryAny},
 	{"export", "the log as NDJSON (offline; --server reads it through the API)",
-		"Write the log as NDJSON: one event a line, seq ascending, no secrets. With --server it is read through a running server's API.", cmdExportAny},
+		"Write the log as NDJSON: one event a line, seq ascending, no secrets. With --server it is read through a running server's API; with --ledger nats://HOST:PORT[,...] from a JetStream log.", cmdExportAny},
 	{"snapshot", "snapshot create|list: snapshots of a stopped ledger", "Write a snapshot of the projections now (create) or list the snapshots and whether start-up would trust each (list).", cmdSnapshot},
 	{"projections", "projections rebuild: full replay from the log", "Rebuild the projections from the whole log with a progress bar on a terminal; reports events read and events/s, then writes a fresh snapshot.", cmdProjections},
 	{"bench", "the load generator", "The load generator of the benchmark: raw bbolt baselines, the ledger in process, and over HTTP.", cmdBench},

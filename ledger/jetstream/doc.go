@@ -1,0 +1,49 @@
+// Package jetstream is the ledger on a NATS JetStream stream: a
+// ledger.Backend that several processes may open, replicated by the NATS
+// cluster (R3 on three servers).
+//
+// # Layout
+//
+// With the name prefix NAME (default TASKLEDGER):
+//
+//	NAME_EVENTS  stream on subject name.events: file storage, deny delete,
+//	             deny purge, no limits, discard new. One message per
+//	             committed batch; its body is the format byte 0x01, then
+//	             each event's stored envelope (exactly the bytes the bbolt
+//	             ledger stores under its seq, see ledger/doc.go) prefixed by
+//	             its length as an unsigned varint. Header Taskledger-Seqs:
+//	             "FIRST-LAST", the ledger seqs it holds (informative).
+//	NAME_SOFT    key-value bucket (history 1): the soft records.
+//	NAME_META    key-value bucket (history 1): "manual_clock" (msgpack
+//	             ManualClock), "secret_check", "admin.<name>" (token hash).
+//
+// Ledger keys become bucket keys one to one: letters, digits, '-', '_'
+// and '/' stay, every other byte is '=' and two hex digits.
+//
+// # Sequences
+//
+// The ledger's seq is the event's own (in its envelope, covered by the hash
+// chain), dense from 1 as with bbolt. The JetStream sequence numbers
+// batches, not events: message k holds the k-th committed batch. A batch
+// decided at head H is published with Nats-Expected-Last-Sequence = the
+// JetStream sequence of the message that holds H (0 for the genesis), so
+// a writer whose view is stale is refused by the stream itself, and
+// Append reports ledger.ErrHeadMoved.
+//
+// # What is atomic
+//
+// The message is the commit point: a batch's events are stored all or not
+// at all. Soft records and meta changes are written to their buckets after
+// the message is stored; they are outside the hash chain (as with bbolt),
+// and an Append that fails after the message reports an error, so the
+// commands of that batch are answered 503 although their events are in
+// the log (a retry with the same idempotency key replays them).
+//
+// # Reading
+//
+// Open reads every message once and keeps, in memory, where each batch's
+// events are (JetStream sequence, first and last seq) and each stream's
+// seqs; reads fetch the messages they need (direct get). Before a read,
+// the messages other writers appended are read and checked to continue
+// the head densely and by prev_hash.
+package jetstream

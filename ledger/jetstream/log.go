@@ -1,0 +1,332 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"taskledger/ledger"
+)
+
+// Config configures Open.
+type Config struct {
+	// Conn is the connection to use (the caller closes it). When nil, Open
+	// connects to URL and Close closes that connection.
+	Conn *nats.Conn
+	// URL is a comma-separated list of server URLs (nats://h1:4222,...).
+	URL string
+	// CredsFile is a NATS credentials file (JWT and NKey seed) used with URL.
+	CredsFile string
+	// Options are extra connection options (TLS, ...) used with URL.
+	Options []nats.Option
+	// Name prefixes the stream and bucket names (default "TASKLEDGER"):
+	// stream NAME_EVENTS on subject name.events (lower case), key-value
+	// buckets NAME_SOFT and NAME_META.
+	Name string
+	// Replicas of the stream and buckets (default 1; 3 on a cluster).
+	Replicas int
+	// Timeout bounds each request to the server (default 5s).
+	Timeout time.Duration
+}
+
+// Log is a ledger.Backend on a JetStream stream. Several Logs (processes)
+// may open the same stream; the stream's expected-last-sequence check makes
+// sure that of writers appending at the same head exactly one wins.
+type Log struct {
+	cfg     Config
+	nc      *nats.Conn
+	ownConn bool
+	js      natsjs.JetStream
+	stream  natsjs.Stream
+	soft    natsjs.KeyValue
+	meta    natsjs.KeyValue
+	subject string
+
+	appendMu sync.Mutex // one Append at a time in this process
+
+	mu      sync.Mutex // guards what follows: the log as read so far
+	closed  bool
+	lastJS  uint64 // JetStream sequence of the newest batch message read
+	head    ledger.Head
+	batches []batchRef // every batch message, in order
+	streams map[string][]uint64
+}
+
+// batchRef is where one batch's events live: the message's JetStream
+// sequence and the ledger seqs of its first and last event.
+type batchRef struct {
+	js, first, last uint64
+}
+
+var _ ledger.Backend = (*Log)(nil)
+
+// Open connects (unless cfg.Conn is given), creates the stream and buckets
+// when they do not exist, and reads the stream's batch index.
+func Open(cfg Config) (*Log, error) {
+	if cfg.Name == "" {
+		cfg.Name = "TASKLEDGER"
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	l := &Log{cfg: cfg, nc: cfg.Conn, head: ledger.GenesisHead(), streams: map[string][]uint64{},
+		subject: strings.ToLower(cfg.Name) + ".events"}
+	if l.nc == nil {
+		opts := append([]nats.Option{nats.Name("taskledger")}, cfg.Options...)
+		if cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
+		nc, err := nats.Connect(cfg.URL, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: connect: %w", err)
+		}
+		l.nc, l.ownConn = nc, true
+	}
+	if err := l.setup(); err != nil {
+		l.closeConn()
+		return nil, err
+	}
+	if err := l.sync(); err != nil {
+		l.closeConn()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), l.cfg.Timeout)
+}
+
+func (l *Log) setup() error {
+	js, err := natsjs.New(l.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	l.js = js
+	ctx, cancel := l.ctx()
+	defer cancel()
+	want := natsjs.StreamConfig{
+		Name:        l.cfg.Name + "_EVENTS",
+		Description: "taskledger events: one message per committed batch",
+		Subjects:    []string{l.subject},
+		Retention:   natsjs.LimitsPolicy,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		MaxAge:      0,
+		Discard:     natsjs.DiscardNew, // never drop old events to make room
+		Storage:     natsjs.FileStorage,
+		Replicas:    l.cfg.Replicas,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+	}
+	s, err := js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, natsjs.ErrStreamNotFound):
+		if s, err = js.CreateStream(ctx, want); err != nil {
+			return fmt.Errorf("jetstream: create stream %s: %w", want.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("jetstream: stream %s: %w", want.Name, err)
+	default:
+		c := s.CachedInfo().Config
+		if !c.DenyDelete || !c.DenyPurge || c.MaxAge != 0 || c.MaxMsgs > 0 || c.MaxBytes > 0 ||
+			len(c.Subjects) != 1 || c.Subjects[0] != l.subject {
+			return fmt.Errorf("%w: %s must deny delete and purge, keep every message and take only %s",
+				ErrStreamConfig, want.Name, l.subject)
+		}
+	}
+	l.stream = s
+	for _, b := range []struct {
+		kv   *natsjs.KeyValue
+		name string
+	}{{&l.soft, l.cfg.Name + "_SOFT"}, {&l.meta, l.cfg.Name + "_META"}} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: b.name, History: 1,
+			Storage: natsjs.FileStorage, Replicas: l.cfg.Replicas})
+		if err != nil {
+			return fmt.Errorf("jetstream: bucket %s: %w", b.name, err)
+		}
+		*b.kv = kv
+	}
+	return nil
+}
+
+func (l *Log) closeConn() {
+	if l.ownConn {
+		l.nc.Close()
+	}
+}
+
+// Close releases the connection (when Open made it).
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ledger.ErrClosed
+	}
+	l.closed = true
+	l.closeConn()
+	return nil
+}
+
+// sync reads the batch messages other writers appended since the last
+// one read, checking that each continues the one before it.
+func (l *Log) sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ledger.ErrClosed
+	}
+	ctx, cancel := l.ctx()
+	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("jetstream: stream info: %w", err)
+	}
+	return l.read(ctx, l.lastJS+1, info.State.LastSeq, l.index)
+}
+
+// index adds one batch message to the in-memory index (l.mu held).
+func (l *Log) index(js uint64, body []byte) error {
+	head := l.head
+	type entry struct {
+		stream string
+		seq    uint64
+	}
+	var entries []entry
+	err := eachEnvelope(body, func(raw []byte) error {
+		e, err := ledger.DecodeEvent(raw)
+		if err != nil {
+			return err
+		}
+		if e.Seq != head.Seq+1 || !bytes.Equal(e.PrevHash, head.Hash) {
+			return fmt.Errorf("%w: message %d holds seq %d after seq %d", ErrMessage, js, e.Seq, head.Seq)
+		}
+		entries = append(entries, entry{e.Stream, e.Seq})
+		head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("message %d: %w", js, err)
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("%w: message %d holds no event", ErrMessage, js)
+	}
+	for _, x := range entries {
+		l.streams[x.stream] = append(l.streams[x.stream], x.seq)
+	}
+	l.batches = append(l.batches, batchRef{js: js, first: l.head.Seq + 1, last: head.Seq})
+	l.head, l.lastJS = head, js
+	return nil
+}
+
+// Head returns the stream's head (after reading what others appended).
+func (l *Log) Head() (ledger.Head, error) {
+	if err := l.sync(); err != nil {
+		return ledger.Head{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head, nil
+}
+
+func sameHead(a, b ledger.Head) bool { return a.Seq == b.Seq && bytes.Equal(a.Hash, b.Hash) }
+
+// Append publishes the batch's events as one message, expecting the
+// stream's last sequence to be the message of b.Expected: a writer whose
+// head is stale is refused with ledger.ErrHeadMoved and writes nothing.
+// Soft records and meta changes are written to their buckets after the
+// message is stored (they are outside the chain; see doc.go).
+func (l *Log) Append(b *ledger.Batch) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	head, lastJS, closed := l.head, l.lastJS, l.closed
+	l.mu.Unlock()
+	if closed {
+		return ledger.ErrClosed
+	}
+	if !sameHead(head, b.Expected) {
+		if err := l.sync(); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		head, lastJS = l.head, l.lastJS
+		l.mu.Unlock()
+		if !sameHead(head, b.Expected) {
+			return fmt.Errorf("%w: head is %d, batch expects %d", ledger.ErrHeadMoved, head.Seq, b.Expected.Seq)
+		}
+	}
+	if len(b.Events) > 0 {
+		if err := l.publish(b, head, lastJS); err != nil {
+			return err
+		}
+	}
+	return l.writeRecords(b)
+}
+
+func (l *Log) publish(b *ledger.Batch, head ledger.Head, lastJS uint64) error {
+	h := head
+	for _, e := range b.Events {
+		if e.Seq != h.Seq+1 || !bytes.Equal(e.PrevHash, h.Hash) {
+			return fmt.Errorf("%w: event seq %d after head %d", ledger.ErrBadBatch, e.Seq, h.Seq)
+		}
+		h = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+	}
+	body, err := encodeBatch(b)
+	if err != nil {
+		return err
+	}
+	if max := l.nc.MaxPayload(); int64(len(body))+1024 > max {
+		return fmt.Errorf("%w: %d events, %d bytes, max_payload %d", ErrBatchTooLarge, len(b.Events), len(body), max)
+	}
+	ctx, cancel := l.ctx()
+	defer cancel()
+	msg := &nats.Msg{Subject: l.subject, Data: body, Header: nats.Header{}}
+	msg.Header.Set("Taskledger-Seqs", fmt.Sprintf("%d-%d", head.Seq+1, h.Seq))
+	ack, err := l.js.PublishMsg(ctx, msg, natsjs.WithExpectLastSequence(lastJS), natsjs.WithExpectStream(l.stream.CachedInfo().Config.Name))
+	if err != nil {
+		// The answer may have been lost after the message was stored: if the
+		// stream now ends with this batch, it was stored once, and it is ours.
+		if serr := l.sync(); serr == nil {
+			l.mu.Lock()
+			ours := sameHead(l.head, h)
+			l.mu.Unlock()
+			if ours {
+				return nil
+			}
+		}
+		var apiErr *natsjs.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+			return fmt.Errorf("%w: another writer appended after seq %d", ledger.ErrHeadMoved, head.Seq)
+		}
+		return fmt.Errorf("jetstream: publish batch %d-%d: %w", head.Seq+1, h.Seq, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ack.Sequence != lastJS+1 {
+		return fmt.Errorf("%w: stored as message %d, expected %d", ErrMessage, ack.Sequence, lastJS+1)
+	}
+	if l.lastJS >= ack.Sequence { // a concurrent read already indexed it
+		return nil
+	}
+	return l.index(ack.Sequence, body)
+}
+
+// locate returns the index in batches of the batch holding seq (len when
+// none does).
+func locate(batches []batchRef, seq uint64) int {
+	return sort.Search(len(batches), func(i int) bool { return batches[i].last >= seq })
+}

@@ -1,0 +1,216 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"taskledger/ledger"
+)
+
+// Meta bucket keys.
+const (
+	keyManualClock = "manual_clock"
+	keySecretCheck = "secret_check"
+	adminPrefix    = "admin."
+)
+
+// kvKey maps a ledger key to a key-value key: letters, digits, '-', '_'
+// and '/' stay; every other byte (including '.' and '=') becomes '=' and
+// two hex digits. The mapping is one to one and keeps prefixes, so a
+// prefix scan of ledger keys is a prefix scan of bucket keys.
+func kvKey(k string) string {
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '/' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "=%02x", c)
+		}
+	}
+	if b.Len() == 0 {
+		return "="
+	}
+	return b.String()
+}
+
+func unKVKey(k string) (string, error) {
+	if k == "=" {
+		return "", nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(k); i++ {
+		if k[i] != '=' {
+			b.WriteByte(k[i])
+			continue
+		}
+		if i+3 > len(k) {
+			return "", fmt.Errorf("%w: key %q", ledger.ErrCorrupt, k)
+		}
+		c, err := hex.DecodeString(k[i+1 : i+3])
+		if err != nil {
+			return "", fmt.Errorf("%w: key %q", ledger.ErrCorrupt, k)
+		}
+		b.Write(c)
+		i += 2
+	}
+	return b.String(), nil
+}
+
+// writeRecords writes a batch's soft records and meta changes (after its
+// events, if any, are stored).
+func (l *Log) writeRecords(b *ledger.Batch) error {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	for _, r := range b.Soft {
+		var err error
+		if r.Value == nil {
+			err = l.soft.Delete(ctx, kvKey(r.Key))
+		} else {
+			_, err = l.soft.Put(ctx, kvKey(r.Key), r.Value)
+		}
+		if err != nil {
+			return fmt.Errorf("jetstream: soft record %q: %w", r.Key, err)
+		}
+	}
+	if b.ManualClock != nil {
+		v, err := ledger.Marshal(b.ManualClock)
+		if err != nil {
+			return err
+		}
+		if _, err := l.meta.Put(ctx, keyManualClock, v); err != nil {
+			return fmt.Errorf("jetstream: manual clock: %w", err)
+		}
+	}
+	if b.SecretCheck != nil {
+		if _, err := l.meta.Put(ctx, keySecretCheck, b.SecretCheck); err != nil {
+			return fmt.Errorf("jetstream: secret check: %w", err)
+		}
+	}
+	return nil
+}
+
+// each calls fn with every live key (ledger form) and value of kv whose
+// bucket key matches filter.
+func each(ctx context.Context, kv natsjs.KeyValue, filter string, fn func(key string, value []byte) error) error {
+	w, err := kv.Watch(ctx, filter, natsjs.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("jetstream: watch %s: %w", kv.Bucket(), err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("jetstream: watch %s ended early", kv.Bucket())
+			}
+			if e == nil { // every current value was delivered
+				return nil
+			}
+			k, err := unKVKey(e.Key())
+			if err != nil {
+				return err
+			}
+			if err := fn(k, append([]byte(nil), e.Value()...)); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream: read %s: %w", kv.Bucket(), ctx.Err())
+		}
+	}
+}
+
+// SoftRecords calls fn for every soft record whose key starts with prefix.
+func (l *Log) SoftRecords(prefix string, fn func(key string, value []byte) error) error {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	p := kvKey(prefix)
+	if prefix == "" {
+		p = ""
+	}
+	return each(ctx, l.soft, natsjs.AllKeys, func(k string, v []byte) error {
+		if !strings.HasPrefix(kvKey(k), p) {
+			return nil
+		}
+		return fn(k, v)
+	})
+}
+
+func (l *Log) metaValue(key string) ([]byte, error) {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	e, err := l.meta.Get(ctx, key)
+	if errors.Is(err, natsjs.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: meta %s: %w", key, err)
+	}
+	return append([]byte(nil), e.Value()...), nil
+}
+
+// ManualClock returns the stored manual clock state (zero if none).
+func (l *Log) ManualClock() (ledger.ManualClock, error) {
+	var mc ledger.ManualClock
+	v, err := l.metaValue(keyManualClock)
+	if err != nil || v == nil {
+		return mc, err
+	}
+	if err := ledger.Unmarshal(v, &mc); err != nil {
+		return mc, fmt.Errorf("%w: manual clock: %v", ledger.ErrCorrupt, err)
+	}
+	return mc, nil
+}
+
+// SecretCheck returns the stored key-check value (nil if none).
+func (l *Log) SecretCheck() ([]byte, error) {
+	v, err := l.metaValue(keySecretCheck)
+	if len(v) == 0 {
+		v = nil
+	}
+	return v, err
+}
+
+// PutAdminToken stores (or replaces) an admin token's hash under name.
+func (l *Log) PutAdminToken(name string, hash []byte) error {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	if _, err := l.meta.Put(ctx, adminPrefix+kvKey(name), hash); err != nil {
+		return fmt.Errorf("jetstream: admin token: %w", err)
+	}
+	return nil
+}
+
+// DeleteAdminToken removes an admin token; ledger.ErrNotFound if there is
+// none.
+func (l *Log) DeleteAdminToken(name string) error {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	k := adminPrefix + kvKey(name)
+	if _, err := l.meta.Get(ctx, k); errors.Is(err, natsjs.ErrKeyNotFound) {
+		return ledger.ErrNotFound
+	} else if err != nil {
+		return fmt.Errorf("jetstream: admin token: %w", err)
+	}
+	if err := l.meta.Delete(ctx, k); err != nil {
+		return fmt.Errorf("jetstream: admin token: %w", err)
+	}
+	return nil
+}
+
+// AdminTokens returns every admin token name with its hash.
+func (l *Log) AdminTokens() (map[string][]byte, error) {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	out := map[string][]byte{}
+	err := each(ctx, l.meta, adminPrefix+">", func(k string, v []byte) error {
+		out[strings.TrimPrefix(k, adminPrefix)] = v
+		return nil
+	})
+	return out, err
+}
