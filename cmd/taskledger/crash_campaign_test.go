@@ -25,6 +25,7 @@ import (
 	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 	"taskledger/projections"
 )
 
@@ -82,7 +83,7 @@ func (c *campaign) post(path, token string, body any, headers map[string]string)
 // ends the cycle.
 func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 	for !c.stopped() {
-		tok := newClaimToken()
+		tok := nodetest.NewClaimToken()
 		key := uuid.NewString()
 		var a *nodetest.Resp
 		for {
@@ -112,7 +113,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			return fmt.Errorf("claim-next: %s", a)
 		}
 		m := a.JSON()
-		task, gen, version := str(obj(m, "task"), "id"), num(m, "claim_generation"), num(m, "version")
+		task, gen, version := nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version")
 		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskClaimed, events.EvTaskClaimResumed}})
 		path := "/api/v1/device/tasks/" + task + "/"
 		hdr := map[string]string{"X-Claim-Token": tok}
@@ -136,7 +137,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			continue // canceled by the operator meanwhile
 		}
 		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskStarted}})
-		exec, version := str(r.JSON(), "execution_id"), num(r.JSON(), "version")
+		exec, version := nodetest.Str(r.JSON(), "execution_id"), nodetest.Num(r.JSON(), "version")
 		ok := true
 		for i := range 1 + rng.IntN(3) {
 			r, key, err := c.post(path+"heartbeat", d.token, map[string]any{"device_id": d.id, "claim_generation": gen,
@@ -199,7 +200,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 		if a.Status != 201 {
 			return fmt.Errorf("create: %s", a)
 		}
-		c.ack(campaignAck{key: key, task: str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
+		c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
 	}
 	return nil
 }
@@ -214,8 +215,8 @@ func TestCrashCampaign(t *testing.T) {
 
 	dir := t.TempDir()
 	live := &liveServer{s: startServer(t, dir), changed: make(chan struct{})}
-	admin := adminToken(t, dir)
-	c := &campaign{load: &crashLoad{live: live, c: newClient(), ackSignal: make(chan struct{}, 1)}, stop: make(chan struct{})}
+	admin := live.s.Admin
+	c := &campaign{load: &crashLoad{live: live, c: proc.NewClient(), ackSignal: make(chan struct{}, 1)}, stop: make(chan struct{})}
 	devs := make([]crashDevice, devices)
 	for i := range devs {
 		a, key, err := c.post("/api/v1/admin/devices", admin,
@@ -224,7 +225,7 @@ func TestCrashCampaign(t *testing.T) {
 			t.Fatalf("register device: %v %v", err, a)
 		}
 		m := a.JSON()
-		devs[i] = crashDevice{id: str(m, "device_id"), token: str(m, "token"), session: uuid.NewString()}
+		devs[i] = crashDevice{id: nodetest.Str(m, "device_id"), token: nodetest.Str(m, "token"), session: uuid.NewString()}
 		c.ack(campaignAck{key: key, device: devs[i].id, types: []string{events.EvDeviceRegistered}})
 	}
 	a, key, err := c.post("/api/v1/admin/tasks", admin,
@@ -232,7 +233,7 @@ func TestCrashCampaign(t *testing.T) {
 	if err != nil || a.Status != 201 {
 		t.Fatalf("create: %v %v", err, a)
 	}
-	c.ack(campaignAck{key: key, task: str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
+	c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
 
 	errs := make(chan error, devices+1)
 	var wg sync.WaitGroup
@@ -252,11 +253,11 @@ func TestCrashCampaign(t *testing.T) {
 				t.Fatalf("load: %v", err)
 			}
 		}
-		live.s.kill()
+		live.s.Kill()
 		c.mu.Lock()
 		acks := append([]campaignAck(nil), c.acks...)
 		c.mu.Unlock()
-		if res := runCLI(t, "verify", "--data", dir); res.Code != 0 {
+		if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 			t.Fatalf("verify after kill %d: exit %d\n%s%s", k, res.Code, res.Stdout, res.Stderr)
 		}
 		checkCampaignLog(t, dir, acks, false)
@@ -278,10 +279,10 @@ func TestCrashCampaign(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if code := live.s.stop(); code != 0 {
-		t.Fatalf("final serve exited %d after SIGTERM\n%s", code, live.s.Stderr.String())
+	if code := live.s.Stop(t); code != 0 {
+		t.Fatalf("final serve exited %d after SIGTERM\n%s", code, live.s.Stderr())
 	}
-	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 {
+	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 		t.Fatalf("final verify: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	checkedEvents := checkCampaignLog(t, dir, c.acks, true)

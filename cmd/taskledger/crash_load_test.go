@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 )
 
 // liveServer is the current server process across restarts.
 type liveServer struct {
 	mu      sync.Mutex
-	s       *server
+	s       *proc.Server
 	changed chan struct{} // closed when s is replaced
 }
 
@@ -26,7 +27,7 @@ func (l *liveServer) current() (string, chan struct{}) {
 	return l.s.URL, l.changed
 }
 
-func (l *liveServer) replace(s *server) {
+func (l *liveServer) replace(s *proc.Server) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.s = s
@@ -37,7 +38,7 @@ func (l *liveServer) replace(s *server) {
 // crashLoad is the state shared by the devices of the crash test.
 type crashLoad struct {
 	live      *liveServer
-	c         *client
+	c         *proc.Client
 	count     atomic.Int64
 	ackSignal chan struct{} // capacity 1
 	lost      atomic.Int64  // requests whose answer never arrived
@@ -60,7 +61,7 @@ func (l *crashLoad) signal() {
 func (l *crashLoad) send(method, path, token string, body any, headers map[string]string) (*nodetest.Resp, error) {
 	for {
 		url, changed := l.live.current()
-		a, err := l.c.do(url, method, path, token, body, headers)
+		a, err := l.c.Do(url, method, path, token, body, headers)
 		if err == nil {
 			if a.Status == 503 {
 				return nil, fmt.Errorf("%s %s: unexpected 503", method, path)

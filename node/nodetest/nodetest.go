@@ -25,6 +25,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/node"
+	"taskledger/node/nodetest/proc"
 	"taskledger/projections"
 )
 
@@ -142,26 +143,9 @@ func (n *Node) Advance(d time.Duration) {
 	}
 }
 
-// Resp is an HTTP answer (Err: the transport error of Try).
-type Resp struct {
-	Status int
-	Header http.Header
-	Body   []byte
-	Err    error
-}
-
-// JSON decodes the body into a map.
-func (r *Resp) JSON() map[string]any {
-	var m map[string]any
-	_ = json.Unmarshal(r.Body, &m)
-	return m
-}
-
-// Code is the error code of an error answer.
-func (r *Resp) Code() string {
-	c, _ := r.JSON()["code"].(string)
-	return c
-}
+// Resp is an HTTP answer (Err: the transport error of Try); it is the
+// process harness's type, so in-process and real-binary tests share it.
+type Resp = proc.Resp
 
 // Do sends a request with a bearer token; body may be nil, a []byte (sent
 // as is) or any value (sent as JSON). headers are added as given (an empty
@@ -385,6 +369,3 @@ func (r *Run) Beat(step string) *Resp { return r.Act("heartbeat", map[string]any
 func (r *Run) Complete(result map[string]any) *Resp {
 	return r.Act("complete", map[string]any{"expected_version": 3, "result": result})
 }
-
-// String is the status and body, for failure messages.
-func (r *Resp) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
