@@ -209,7 +209,7 @@ func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 	t.Logf("churn: %d devices × %d iterations over %d tasks: %d claims, %d releases, %d no-task answers, %d events",
 		devices, iterations, tasks, claimed, released, empty, len(evs))
 
-	// The apptest cleanup runs node.Verify and compares replay with live
+	// The nodetest cleanup runs node.Verify and compares replay with live
 	// projections; then the real binary's verify must pass on the same log.
 	n.Close()
 	res := proc.CLI(t, "verify", "--data", n.Dir)
