@@ -125,7 +125,7 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 	case rec.Outcome == projections.OutcomeRefused:
 		ae := toAPIError(commands.RecordedError(rec.Code))
 		return c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
-	case rec.EventType == events.EvTaskClaimed || rec.EventType == events.EvTaskClaimResumed:
+	case rec.EventType == string(events.EvTaskClaimed) || rec.EventType == string(events.EvTaskClaimResumed):
 		if res.Task == nil {
 			return commands.ErrInternal
 		}

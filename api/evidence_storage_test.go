@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"taskledger/api"
@@ -270,26 +269,6 @@ func TestUploadRefusedAtCommitRemovesItsBlob(t *testing.T) {
 	get := n.Do("GET", "/api/v1/admin/tasks/"+b.id, n.AdminToken, nil, nil)
 	ev := get.JSON()["evidence"].([]any)[0].(map[string]any)
 	nodetest.Must(t, n.Do("GET", "/api/v1/admin/tasks/"+b.id+"/evidence/"+nodetest.Str(ev, "evidence_id"), n.AdminToken, nil, nil), 200)
-}
-
-// A blob that cannot be written (ENOSPC at the start, or in the middle of
-// the body) answers 503 and leaves nothing in blobs/.
-func TestUploadStorageErrorLeavesNothing(t *testing.T) {
-	l := driveTo(t, stRunning)
-	n := l.n
-	big := padPNG(t, tinyPNG(t), 1<<20)
-	restore := ledger.SetBlobWriteFault(syscall.ENOSPC)
-	mustUnavailable(t, "blob fault at create", l.evidence(t, "", big, nil))
-	restore()
-	mustBlobs(t, n, "fault at create")
-	stages := watchBlobs(n)
-	stages.at[ledger.BlobCreated] = func() { restore = ledger.SetBlobWriteFault(syscall.EIO) }
-	mustUnavailable(t, "blob fault mid-body", l.evidence(t, "", big, nil))
-	restore()
-	stages.wait(t, ledger.BlobAborted)
-	mustBlobs(t, n, "fault mid-body")
-	mustUploaded(t, l.evidence(t, "", big, nil), big)
-	mustBlobs(t, n, "after recovery", sha256Hex(big))
 }
 
 // A replay or a conflict of an upload key hashes the body and stores

@@ -25,7 +25,7 @@ func RenderEvent(e *ledger.Event) (*EventJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &EventJSON{Seq: e.Seq, Stream: e.Stream, StreamVersion: e.StreamVersion, Type: e.Type, Schema: e.Schema,
+	return &EventJSON{Seq: e.Seq, Stream: e.Stream, StreamVersion: e.StreamVersion, Type: string(e.Type), Schema: e.Schema,
 		At: doc["at"].(string), Actor: e.Actor, Body: doc["body"].(map[string]any)}, nil
 }
 

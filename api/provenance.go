@@ -61,7 +61,7 @@ func (s *Server) provenance(c echo.Context) error {
 		if !mine[e.Seq] || t == nil {
 			return nil
 		}
-		p := ProvenanceJSON{Seq: e.Seq, Type: e.Type, At: formatTime(e.At), Actor: e.Actor}
+		p := ProvenanceJSON{Seq: e.Seq, Type: string(e.Type), At: formatTime(e.At), Actor: e.Actor}
 		if t.Claim != nil {
 			g := t.Claim.Generation
 			p.Generation = &g

@@ -126,7 +126,7 @@ func eventDoc(e *ledger.Event, global bool) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc := map[string]any{"seq": e.Seq, "type": e.Type, "schema": e.Schema, "at": formatTime(e.At),
+	doc := map[string]any{"seq": e.Seq, "type": string(e.Type), "schema": e.Schema, "at": formatTime(e.At),
 		"actor": e.Actor, "body": bm}
 	if global {
 		doc["stream"], doc["stream_version"] = e.Stream, e.StreamVersion

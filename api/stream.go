@@ -119,7 +119,7 @@ func (s *Server) eventStream(c echo.Context) error {
 				if err != nil {
 					return err
 				}
-				buf.WriteString("id: " + strconv.FormatUint(e.Seq, 10) + "\nevent: " + e.Type + "\ndata: ")
+				buf.WriteString("id: " + strconv.FormatUint(e.Seq, 10) + "\nevent: " + string(e.Type) + "\ndata: ")
 				buf.Write(data)
 				buf.WriteString("\n\n")
 				cursor = e.Seq

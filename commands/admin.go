@@ -54,7 +54,7 @@ func (a *AdminReq) begin(x *Ctx, op string) (string, *Decision, error) {
 	return scope, dec, err
 }
 
-func (a *AdminReq) decision(scope, stream, typ string, body any) *Decision {
+func (a *AdminReq) decision(scope, stream string, typ events.Type, body any) *Decision {
 	return &Decision{
 		Events: []Draft{{Stream: stream, Type: typ, Actor: a.actor(), Idem: idem(scope, a.Key, a.Fingerprint), Body: body}},
 		Answer: recorded(scope, a.Key),

@@ -47,7 +47,7 @@ func (w *world) admin() AdminReq {
 
 // decide runs cmd's Decide and folds what it decided; it returns the
 // event types appended, or the refusal.
-func (w *world) decide(cmd Command) ([]string, error) {
+func (w *world) decide(cmd Command) ([]events.Type, error) {
 	x := &Ctx{State: w.s, Now: w.now, Cfg: &w.cfg, IDs: w.id, Nonce: func(b []byte) error {
 		for i := range b {
 			b[i] = byte(i)
@@ -58,7 +58,7 @@ func (w *world) decide(cmd Command) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var types []string
+	var types []events.Type
 	for i := range d.Events {
 		ev := (&Engine{}).stamp(w.s, &d.Events[i], w.now)
 		w.head, _, err = ledger.SealBody(ev, w.head, d.Events[i].Body, events.AppendBody)
@@ -158,24 +158,24 @@ func TestDecide(t *testing.T) {
 	cases := []struct {
 		name string
 		when func(w *world) Command
-		then []string
+		then []events.Type
 		err  error
 	}{
 		{"register device", func(w *world) Command {
 			return &RegisterDevice{AdminReq: w.admin(), OwnerID: "o", Name: "n", TokenHash: HashToken("t")}
-		}, []string{events.EvDeviceRegistered}, nil},
+		}, []events.Type{events.EvDeviceRegistered}, nil},
 		{"revoke device", func(w *world) Command {
 			return &RevokeDevice{AdminReq: w.admin(), DeviceID: w.device().DeviceID, Reason: "lost"}
-		}, []string{events.EvDeviceRevoked}, nil},
+		}, []events.Type{events.EvDeviceRevoked}, nil},
 		{"revoke unknown device", func(w *world) Command {
 			return &RevokeDevice{AdminReq: w.admin(), DeviceID: w.id(), Reason: "lost"}
 		}, nil, ErrDeviceNotFound},
 		{"create task", func(w *world) Command {
 			return &CreateTask{AdminReq: w.admin(), Payload: `{}`, PayloadSHA256: HashToken(`{}`)}
-		}, []string{events.EvTaskCreated}, nil},
+		}, []events.Type{events.EvTaskCreated}, nil},
 		{"amend", func(w *world) Command {
 			return &Amend{AdminReq: w.admin(), TaskID: w.task(), ExpectedRevision: 1, Payload: `{"b":2}`, PayloadSHA256: HashToken(`{"b":2}`)}
-		}, []string{events.EvTaskAmended}, nil},
+		}, []events.Type{events.EvTaskAmended}, nil},
 		{"amend another revision", func(w *world) Command {
 			return &Amend{AdminReq: w.admin(), TaskID: w.task(), ExpectedRevision: 7, Payload: `{"b":2}`, PayloadSHA256: HashToken(`{"b":2}`)}
 		}, nil, ErrRevisionMismatch},
@@ -184,16 +184,16 @@ func TestDecide(t *testing.T) {
 		}, nil, ErrTaskNotFound},
 		{"set reference image", func(w *world) Command {
 			return &SetReferenceImage{AdminReq: w.admin(), TaskID: w.task(), SHA256: HashToken("img"), Size: 3}
-		}, []string{events.EvTaskReferenceImageSet}, nil},
+		}, []events.Type{events.EvTaskReferenceImageSet}, nil},
 		{"authorize", func(w *world) Command {
 			return &Authorize{AdminReq: w.admin(), TaskID: w.task(), ExpectedRevision: 1, TTL: time.Hour}
-		}, []string{events.EvTaskAuthorized}, nil},
+		}, []events.Type{events.EvTaskAuthorized}, nil},
 		{"revoke authorization", func(w *world) Command {
 			return &RevokeAuthorization{AdminReq: w.admin(), TaskID: w.task(), Reason: "no"}
-		}, []string{events.EvTaskAuthorizationRevoked}, nil},
+		}, []events.Type{events.EvTaskAuthorizationRevoked}, nil},
 		{"cancel pending", func(w *world) Command {
 			return &Cancel{AdminReq: w.admin(), TaskID: w.task(), Reason: "no"}
-		}, []string{events.EvTaskCanceled}, nil},
+		}, []events.Type{events.EvTaskCanceled}, nil},
 		{"recover pending", func(w *world) Command {
 			return &Recover{AdminReq: w.admin(), TaskID: w.task(), Decision: events.RecoverFail, Reason: "x", ExpectedVersion: 1}
 		}, nil, ErrInvalidState},
@@ -207,14 +207,14 @@ func TestDecide(t *testing.T) {
 			w.task()
 			w.present(d)
 			return &ClaimNext{Device: d, Key: w.key(), Fingerprint: []byte{1}, SessionID: w.id(), TokenHash: HashToken("t")}
-		}, []string{events.EvTaskClaimed}, nil},
+		}, []events.Type{events.EvTaskClaimed}, nil},
 		{"claim with a server-issued token", func(w *world) Command {
 			d := w.device()
 			w.task()
 			w.present(d)
 			return &ClaimNext{Device: d, Key: w.key(), Fingerprint: []byte{1}, SessionID: w.id()}
-		}, []string{events.EvTaskClaimed}, nil},
-		{"start", func(w *world) Command { return w.call(w.claimed(), OpStart) }, []string{events.EvTaskStarted}, nil},
+		}, []events.Type{events.EvTaskClaimed}, nil},
+		{"start", func(w *world) Command { return w.call(w.claimed(), OpStart) }, []events.Type{events.EvTaskStarted}, nil},
 		{"start with another token", func(w *world) Command {
 			c := w.call(w.claimed(), OpStart)
 			c.TokenHash = HashToken("other")
@@ -235,22 +235,22 @@ func TestDecide(t *testing.T) {
 			c.TaskID = w.task()
 			return c
 		}, nil, ErrClaimNotFound},
-		{"release", func(w *world) Command { return w.call(w.claimed(), OpRelease) }, []string{events.EvTaskReleased}, nil},
+		{"release", func(w *world) Command { return w.call(w.claimed(), OpRelease) }, []events.Type{events.EvTaskReleased}, nil},
 		{"heartbeat with a new step", func(w *world) Command {
 			c := w.call(w.running(), OpHeartbeat)
 			c.Step = "typing"
 			return c
-		}, []string{events.EvTaskHeartbeat}, nil},
+		}, []events.Type{events.EvTaskHeartbeat}, nil},
 		{"await confirmation", func(w *world) Command {
 			c := w.call(w.running(), OpAwaitConfirmation)
 			c.Reason = "ask"
 			return c
-		}, []string{events.EvTaskAwaitingConfirmation}, nil},
+		}, []events.Type{events.EvTaskAwaitingConfirmation}, nil},
 		{"complete", func(w *world) Command {
 			c := w.call(w.running(), OpComplete)
 			c.Result = `{"ok":true}`
 			return c
-		}, []string{events.EvTaskCompleted}, nil},
+		}, []events.Type{events.EvTaskCompleted}, nil},
 		{"complete another version", func(w *world) Command {
 			c := w.call(w.running(), OpComplete)
 			c.Result, c.Version = `{"ok":true}`, 99
@@ -266,22 +266,22 @@ func TestDecide(t *testing.T) {
 			c.Result = `{"ok":true}`
 			w.now += w.cfg.RunningLease.Milliseconds()
 			return c
-		}, []string{events.EvTaskLateReport}, nil},
+		}, []events.Type{events.EvTaskLateReport}, nil},
 		{"fail", func(w *world) Command {
 			c := w.call(w.running(), OpFail)
 			c.ReasonCode = "broken"
 			return c
-		}, []string{events.EvTaskFailed}, nil},
+		}, []events.Type{events.EvTaskFailed}, nil},
 		{"cancel-ack without a request", func(w *world) Command { return w.call(w.running(), OpCancelAck) }, nil, ErrCancelNotRequested},
 		{"cancel running", func(w *world) Command {
 			f := w.running()
 			return &Cancel{AdminReq: w.admin(), TaskID: f.task, Reason: "stop"}
-		}, []string{events.EvTaskCancelRequested}, nil},
+		}, []events.Type{events.EvTaskCancelRequested}, nil},
 		{"cancel-ack", func(w *world) Command {
 			f := w.running()
 			w.given(&Cancel{AdminReq: w.admin(), TaskID: f.task, Reason: "stop"})
 			return w.call(f, OpCancelAck)
-		}, []string{events.EvTaskCanceled}, nil},
+		}, []events.Type{events.EvTaskCanceled}, nil},
 		{"recover a live execution", func(w *world) Command {
 			f := w.running()
 			return &Recover{AdminReq: w.admin(), TaskID: f.task, Decision: events.RecoverRequeue, Reason: "x",
@@ -292,7 +292,7 @@ func TestDecide(t *testing.T) {
 			w.now += w.cfg.RunningLease.Milliseconds()
 			return &Recover{AdminReq: w.admin(), TaskID: f.task, Decision: events.RecoverRequeue, Reason: "x",
 				ExpectedVersion: w.s.Tasks[f.task].Version}
-		}, []string{events.EvTaskRecovered}, nil},
+		}, []events.Type{events.EvTaskRecovered}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

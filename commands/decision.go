@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/hex"
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
 )
@@ -45,7 +46,7 @@ func (x *Ctx) newNonce() (string, error) {
 // stream version, schema, time, hash chain.
 type Draft struct {
 	Stream string
-	Type   string
+	Type   events.Type
 	Actor  ledger.Actor
 	Idem   *ledger.Idem
 	Body   any

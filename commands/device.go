@@ -166,26 +166,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	// The device's open task: resume it or refuse.
 	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID &&
 		(t.Started() || x.Now < t.Claim.LeaseExpiresAt) {
-		if t.Started() || t.Claim.SessionID != c.SessionID {
-			return &Decision{
-				Events: []Draft{{Stream: events.DeviceStream(d.ID), Type: events.EvDeviceClaimRequiresManual,
-					Actor: actor, Idem: id, Body: &events.DeviceClaimRequiresManual{DeviceID: d.ID, SessionID: c.SessionID, TaskID: t.ID}}},
-				Answer: recorded(scope, c.Key),
-			}, nil
-		}
-		want := ""
-		if t.Claim.TokenOrigin == events.TokenClient {
-			want = t.Claim.TokenHash
-		}
-		if subtle.ConstantTimeCompare([]byte(want), []byte(c.TokenHash)) != 1 {
-			return nil, ErrClaimTokenMismatch
-		}
-		return &Decision{
-			Events: []Draft{{Stream: events.TaskStream(t.ID), Type: events.EvTaskClaimResumed, Actor: actor, Idem: id,
-				Body: &events.TaskClaimResumed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID,
-					Generation: t.Claim.Generation, LeaseExpiresAt: t.Claim.LeaseExpiresAt}}},
-			Answer: claimAnswer(recorded(scope, c.Key)),
-		}, nil
+		return c.resumeOrRefuse(t, d, actor, id, scope)
 	}
 
 	p := x.State.Presence[d.ID]
@@ -215,6 +196,40 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		}, nil
 	}
 
+	return c.claim(x, t, d, p, actor, id, scope)
+}
+
+// resumeOrRefuse decides a claim-next of a device whose own claim is live
+// or whose task is executing: the same session with the same token gets
+// its claim back (task.claim_resumed); a started task or another session
+// is recorded as device.claim_requires_manual.
+func (c *ClaimNext) resumeOrRefuse(t *projections.Task, d *projections.Device, actor ledger.Actor, id *ledger.Idem, scope string) (*Decision, error) {
+	if t.Started() || t.Claim.SessionID != c.SessionID {
+		return &Decision{
+			Events: []Draft{{Stream: events.DeviceStream(d.ID), Type: events.EvDeviceClaimRequiresManual,
+				Actor: actor, Idem: id, Body: &events.DeviceClaimRequiresManual{DeviceID: d.ID, SessionID: c.SessionID, TaskID: t.ID}}},
+			Answer: recorded(scope, c.Key),
+		}, nil
+	}
+	want := ""
+	if t.Claim.TokenOrigin == events.TokenClient {
+		want = t.Claim.TokenHash
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(c.TokenHash)) != 1 {
+		return nil, ErrClaimTokenMismatch
+	}
+	return &Decision{
+		Events: []Draft{{Stream: events.TaskStream(t.ID), Type: events.EvTaskClaimResumed, Actor: actor, Idem: id,
+			Body: &events.TaskClaimResumed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID,
+				Generation: t.Claim.Generation, LeaseExpiresAt: t.Claim.LeaseExpiresAt}}},
+		Answer: claimAnswer(recorded(scope, c.Key)),
+	}, nil
+}
+
+// claim decides a new claim of t by d (task.claimed, generation +1): the
+// claim lease, the client's token hash or a server-issued token, and the
+// presence the device reported.
+func (c *ClaimNext) claim(x *Ctx, t *projections.Task, d *projections.Device, p *projections.Presence, actor ledger.Actor, id *ledger.Idem, scope string) (*Decision, error) {
 	gen := t.Generation + 1
 	body := &events.TaskClaimed{TaskID: t.ID, DeviceID: d.ID, SessionID: c.SessionID, Generation: gen,
 		Version: t.Version + 1, AuthorizationID: t.Auth.ID, AuthorizationExpiresAt: t.Auth.ExpiresAt,

@@ -327,7 +327,7 @@ func (e *Engine) answer(r *request) {
 		e.metrics.Command(r.cmd, r.res, r.err)
 	}
 	if e.metrics.Claimed != nil && r.err == nil && !r.res.Replayed && r.res.Record != nil &&
-		r.res.Record.EventType == events.EvTaskClaimed {
+		r.res.Record.EventType == string(events.EvTaskClaimed) {
 		e.metrics.Claimed()
 	}
 	r.done <- struct{}{} // the last touch: Do reuses r

@@ -134,7 +134,7 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
 	stream := events.TaskStream(t.ID)
-	draft := func(typ string, body any) *Decision {
+	draft := func(typ events.Type, body any) *Decision {
 		return &Decision{Events: []Draft{{Stream: stream, Type: typ, Actor: actor, Idem: id, Body: body}},
 			Answer: recorded(scope, c.Key)}
 	}
@@ -150,29 +150,45 @@ func (c *TaskCall) Decide(x *Ctx) (*Decision, error) {
 		}
 		return nil, ErrLeaseExpired
 	}
+	if err := c.checkState(t); err != nil {
+		return nil, err
+	}
+	return c.decideOp(x, t, d, scope, leaseEnd, draft)
+}
+
+// checkState checks the call against the task within its lease: the state
+// the operation is allowed in, then execution, session, version, lease
+// expectation and cancel request, in api.md's order.
+func (c *TaskCall) checkState(t *projections.Task) error {
 	allowed := false
 	for _, st := range allowedIn[c.Op] {
 		allowed = allowed || t.State == st
 	}
 	if !allowed {
-		return nil, ErrInvalidState
+		return ErrInvalidState
 	}
 	if usesExecution[c.Op] && (t.Exec == nil || t.Exec.ID != c.ExecutionID) {
-		return nil, ErrExecutionMismatch
+		return ErrExecutionMismatch
 	}
 	if c.Op == OpRenew && c.SessionID != t.Claim.SessionID {
-		return nil, ErrSessionMismatch
+		return ErrSessionMismatch
 	}
 	if usesVersion[c.Op] && c.Version != t.Version {
-		return nil, ErrVersionMismatch
+		return ErrVersionMismatch
 	}
 	if c.Op == OpRenew && c.ExpectedAt != t.Claim.LeaseExpiresAt {
-		return nil, ErrLeaseExpectationMismatch
+		return ErrLeaseExpectationMismatch
 	}
 	if c.Op == OpCancelAck && !t.CancelRequested {
-		return nil, ErrCancelNotRequested
+		return ErrCancelNotRequested
 	}
+	return nil
+}
 
+// decideOp emits the operation's event (or the quiet heartbeat's soft
+// records) once every check passed; leaseEnd is the lease in force.
+func (c *TaskCall) decideOp(x *Ctx, t *projections.Task, d *projections.Device, scope string, leaseEnd int64,
+	draft func(events.Type, any) *Decision) (*Decision, error) {
 	g, ex, v := t.Claim.Generation, c.ExecutionID, t.Version+1
 	switch c.Op {
 	case OpRenew:

@@ -10,49 +10,9 @@ import mp "taskledger/ledger/mpwrite"
 func AppendBody(b []byte, body any) ([]byte, error) {
 	switch v := body.(type) {
 	case *TaskCreated:
-		b = mp.MapLen(b, 4)
-		b = mp.String(append(b, kTaskID...), v.TaskID)
-		b = mp.String(append(b, kPayload...), v.Payload)
-		b = mp.String(append(b, kPayloadSHA256...), v.PayloadSHA256)
-		b = append(b, kAuthorization...)
-		if a := v.Authorization; a == nil {
-			b = mp.Nil(b)
-		} else {
-			b = mp.MapLen(b, 5)
-			b = mp.String(append(b, kAuthorizationID...), a.ID)
-			b = mp.Uint(append(b, kRevision...), a.Revision)
-			b = mp.String(append(b, kPayloadSHA256...), a.PayloadSHA256)
-			b = mp.String(append(b, kImageSHA256...), a.ImageSHA256)
-			b = mp.Int(append(b, kExpiresAt...), a.ExpiresAt)
-		}
-		return b, nil
+		return appendTaskCreated(b, v), nil
 	case *TaskClaimed:
-		b = mp.MapLen(b, 13)
-		b = mp.String(append(b, kTaskID...), v.TaskID)
-		b = mp.String(append(b, kDeviceID...), v.DeviceID)
-		b = mp.String(append(b, kSessionID...), v.SessionID)
-		b = mp.Uint(append(b, kGeneration...), v.Generation)
-		b = mp.Uint(append(b, kVersion...), v.Version)
-		b = mp.String(append(b, kTokenOrigin...), v.TokenOrigin)
-		b = mp.String(append(b, kTokenSHA256...), v.TokenHash)
-		b = mp.String(append(b, kNonce...), v.Nonce)
-		b = mp.String(append(b, kAuthorizationID...), v.AuthorizationID)
-		b = mp.Int(append(b, kAuthorizationExpiresAt...), v.AuthorizationExpiresAt)
-		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
-		b = mp.String(append(b, kPreviousDeviceID...), v.PreviousDeviceID)
-		b = append(b, kPresence...)
-		if p := v.Presence; p == nil {
-			b = mp.Nil(b)
-		} else {
-			b = mp.MapLen(b, 6)
-			b = mp.Int(append(b, kReceivedAt...), p.ReceivedAt)
-			b = mp.String(append(b, kAppVersion...), p.AppVersion)
-			b = mp.String(append(b, kOSVersion...), p.OSVersion)
-			b = mp.String(append(b, kTargetAppVersion...), p.TargetAppVersion)
-			b = mp.MapStringBool(append(b, kChecks...), p.Checks)
-			b = mp.Strings(append(b, kRequiredChecks...), p.RequiredChecks)
-		}
-		return b, nil
+		return appendTaskClaimed(b, v), nil
 	case *TaskClaimResumed:
 		b = mp.MapLen(b, 5)
 		b = mp.String(append(b, kTaskID...), v.TaskID)
@@ -77,31 +37,9 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		b = mp.Uint(append(b, kVersion...), v.Version)
 		return b, nil
 	case *TaskStarted:
-		b = mp.MapLen(b, 7)
-		b = mp.String(append(b, kTaskID...), v.TaskID)
-		b = mp.String(append(b, kDeviceID...), v.DeviceID)
-		b = mp.Uint(append(b, kGeneration...), v.Generation)
-		b = mp.String(append(b, kExecutionID...), v.ExecutionID)
-		b = mp.String(append(b, kAuthorizationID...), v.AuthorizationID)
-		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
-		b = mp.Uint(append(b, kVersion...), v.Version)
-		return b, nil
+		return appendTaskStarted(b, v), nil
 	case *TaskHeartbeat:
-		b = mp.MapLen(b, 8)
-		b = mp.String(append(b, kTaskID...), v.TaskID)
-		b = mp.String(append(b, kDeviceID...), v.DeviceID)
-		b = mp.Uint(append(b, kGeneration...), v.Generation)
-		b = mp.String(append(b, kExecutionID...), v.ExecutionID)
-		b = mp.Int(append(b, kPreviousLeaseExpiresAt...), v.PreviousExpiresAt)
-		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
-		b = mp.String(append(b, kStep...), v.Step)
-		b = append(b, kClientTime...)
-		if v.ClientTime == nil {
-			b = mp.Nil(b)
-		} else {
-			b = mp.Int(b, *v.ClientTime)
-		}
-		return b, nil
+		return appendTaskHeartbeat(b, v), nil
 	case *TaskExecStep:
 		b = mp.MapLen(b, 7)
 		b = appendExec(b, v.TaskID, v.DeviceID, v.Generation, v.ExecutionID, v.Version)
@@ -127,16 +65,7 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		b = mp.String(append(b, kReason...), v.Reason)
 		return b, nil
 	case *TaskCanceled:
-		b = mp.MapLen(b, 8)
-		b = mp.String(append(b, kTaskID...), v.TaskID)
-		b = mp.String(append(b, kBy...), v.By)
-		b = mp.String(append(b, kReason...), v.Reason)
-		b = mp.String(append(b, kDeviceID...), v.DeviceID)
-		b = mp.Uint(append(b, kGeneration...), v.Generation)
-		b = mp.String(append(b, kExecutionID...), v.ExecutionID)
-		b = mp.Uint(append(b, kVersion...), v.Version)
-		b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
-		return b, nil
+		return appendTaskCanceled(b, v), nil
 	case *DeviceClaimRequiresManual:
 		b = mp.MapLen(b, 3)
 		b = mp.String(append(b, kDeviceID...), v.DeviceID)
@@ -149,6 +78,102 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 		return b, err
 	}
 	return append(b, raw...), nil
+}
+
+// appendTaskCreated appends the encoding of a TaskCreated body.
+func appendTaskCreated(b []byte, v *TaskCreated) []byte {
+	b = mp.MapLen(b, 4)
+	b = mp.String(append(b, kTaskID...), v.TaskID)
+	b = mp.String(append(b, kPayload...), v.Payload)
+	b = mp.String(append(b, kPayloadSHA256...), v.PayloadSHA256)
+	b = append(b, kAuthorization...)
+	if a := v.Authorization; a == nil {
+		b = mp.Nil(b)
+	} else {
+		b = mp.MapLen(b, 5)
+		b = mp.String(append(b, kAuthorizationID...), a.ID)
+		b = mp.Uint(append(b, kRevision...), a.Revision)
+		b = mp.String(append(b, kPayloadSHA256...), a.PayloadSHA256)
+		b = mp.String(append(b, kImageSHA256...), a.ImageSHA256)
+		b = mp.Int(append(b, kExpiresAt...), a.ExpiresAt)
+	}
+	return b
+}
+
+// appendTaskClaimed appends the encoding of a TaskClaimed body.
+func appendTaskClaimed(b []byte, v *TaskClaimed) []byte {
+	b = mp.MapLen(b, 13)
+	b = mp.String(append(b, kTaskID...), v.TaskID)
+	b = mp.String(append(b, kDeviceID...), v.DeviceID)
+	b = mp.String(append(b, kSessionID...), v.SessionID)
+	b = mp.Uint(append(b, kGeneration...), v.Generation)
+	b = mp.Uint(append(b, kVersion...), v.Version)
+	b = mp.String(append(b, kTokenOrigin...), v.TokenOrigin)
+	b = mp.String(append(b, kTokenSHA256...), v.TokenHash)
+	b = mp.String(append(b, kNonce...), v.Nonce)
+	b = mp.String(append(b, kAuthorizationID...), v.AuthorizationID)
+	b = mp.Int(append(b, kAuthorizationExpiresAt...), v.AuthorizationExpiresAt)
+	b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
+	b = mp.String(append(b, kPreviousDeviceID...), v.PreviousDeviceID)
+	b = append(b, kPresence...)
+	if p := v.Presence; p == nil {
+		b = mp.Nil(b)
+	} else {
+		b = mp.MapLen(b, 6)
+		b = mp.Int(append(b, kReceivedAt...), p.ReceivedAt)
+		b = mp.String(append(b, kAppVersion...), p.AppVersion)
+		b = mp.String(append(b, kOSVersion...), p.OSVersion)
+		b = mp.String(append(b, kTargetAppVersion...), p.TargetAppVersion)
+		b = mp.MapStringBool(append(b, kChecks...), p.Checks)
+		b = mp.Strings(append(b, kRequiredChecks...), p.RequiredChecks)
+	}
+	return b
+}
+
+// appendTaskStarted appends the encoding of a TaskStarted body.
+func appendTaskStarted(b []byte, v *TaskStarted) []byte {
+	b = mp.MapLen(b, 7)
+	b = mp.String(append(b, kTaskID...), v.TaskID)
+	b = mp.String(append(b, kDeviceID...), v.DeviceID)
+	b = mp.Uint(append(b, kGeneration...), v.Generation)
+	b = mp.String(append(b, kExecutionID...), v.ExecutionID)
+	b = mp.String(append(b, kAuthorizationID...), v.AuthorizationID)
+	b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
+	b = mp.Uint(append(b, kVersion...), v.Version)
+	return b
+}
+
+// appendTaskHeartbeat appends the encoding of a TaskHeartbeat body.
+func appendTaskHeartbeat(b []byte, v *TaskHeartbeat) []byte {
+	b = mp.MapLen(b, 8)
+	b = mp.String(append(b, kTaskID...), v.TaskID)
+	b = mp.String(append(b, kDeviceID...), v.DeviceID)
+	b = mp.Uint(append(b, kGeneration...), v.Generation)
+	b = mp.String(append(b, kExecutionID...), v.ExecutionID)
+	b = mp.Int(append(b, kPreviousLeaseExpiresAt...), v.PreviousExpiresAt)
+	b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
+	b = mp.String(append(b, kStep...), v.Step)
+	b = append(b, kClientTime...)
+	if v.ClientTime == nil {
+		b = mp.Nil(b)
+	} else {
+		b = mp.Int(b, *v.ClientTime)
+	}
+	return b
+}
+
+// appendTaskCanceled appends the encoding of a TaskCanceled body.
+func appendTaskCanceled(b []byte, v *TaskCanceled) []byte {
+	b = mp.MapLen(b, 8)
+	b = mp.String(append(b, kTaskID...), v.TaskID)
+	b = mp.String(append(b, kBy...), v.By)
+	b = mp.String(append(b, kReason...), v.Reason)
+	b = mp.String(append(b, kDeviceID...), v.DeviceID)
+	b = mp.Uint(append(b, kGeneration...), v.Generation)
+	b = mp.String(append(b, kExecutionID...), v.ExecutionID)
+	b = mp.Uint(append(b, kVersion...), v.Version)
+	b = mp.Int(append(b, kLeaseExpiresAt...), v.LeaseExpiresAt)
+	return b
 }
 
 // appendExec appends the fields an execution step, completion and failure

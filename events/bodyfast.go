@@ -162,53 +162,63 @@ func planField(t reflect.Type, depth int) fieldDec {
 			return true
 		}
 	case reflect.Slice:
-		if t.Elem().Kind() != reflect.String {
-			return nil
-		}
-		return func(r *mpread.Reader, v reflect.Value) bool {
-			n, ok := r.ArrayLen()
-			if !ok || n < 0 {
-				return ok // nil leaves the slice as it is
-			}
-			s := make([]string, 0, min(n, 1<<16))
-			for range n {
-				x, ok := r.Str()
-				if !ok {
-					return false
-				}
-				s = append(s, x)
-			}
-			v.Set(reflect.ValueOf(s).Convert(t))
-			return true
-		}
+		return planStringSlice(t)
 	case reflect.Map:
-		if t.Key().Kind() != reflect.String || t.Elem().Kind() != reflect.Bool {
-			return nil
+		return planBoolMap(t)
+	}
+	return nil
+}
+
+// planStringSlice decodes a slice of strings (nil: another element type).
+func planStringSlice(t reflect.Type) fieldDec {
+	if t.Elem().Kind() != reflect.String {
+		return nil
+	}
+	return func(r *mpread.Reader, v reflect.Value) bool {
+		n, ok := r.ArrayLen()
+		if !ok || n < 0 {
+			return ok // nil leaves the slice as it is
 		}
-		return func(r *mpread.Reader, v reflect.Value) bool {
-			if r.Nil() {
-				v.SetZero()
-				return true
-			}
-			n, ok := r.MapLen()
+		s := make([]string, 0, min(n, 1<<16))
+		for range n {
+			x, ok := r.Str()
 			if !ok {
 				return false
 			}
-			m := reflect.MakeMapWithSize(t, min(n, 1<<16))
-			for range n {
-				k, ok := r.Str()
-				if !ok {
-					return false
-				}
-				b, ok := r.Bool()
-				if !ok {
-					return false
-				}
-				m.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), reflect.ValueOf(b).Convert(t.Elem()))
-			}
-			v.Set(m)
+			s = append(s, x)
+		}
+		v.Set(reflect.ValueOf(s).Convert(t))
+		return true
+	}
+}
+
+// planBoolMap decodes a map of string to bool (nil: another map type).
+func planBoolMap(t reflect.Type) fieldDec {
+	if t.Key().Kind() != reflect.String || t.Elem().Kind() != reflect.Bool {
+		return nil
+	}
+	return func(r *mpread.Reader, v reflect.Value) bool {
+		if r.Nil() {
+			v.SetZero()
 			return true
 		}
+		n, ok := r.MapLen()
+		if !ok {
+			return false
+		}
+		m := reflect.MakeMapWithSize(t, min(n, 1<<16))
+		for range n {
+			k, ok := r.Str()
+			if !ok {
+				return false
+			}
+			b, ok := r.Bool()
+			if !ok {
+				return false
+			}
+			m.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), reflect.ValueOf(b).Convert(t.Elem()))
+		}
+		v.Set(m)
+		return true
 	}
-	return nil
 }

@@ -6,18 +6,19 @@ import (
 	"reflect"
 	"testing"
 
+	"taskledger/internal/testfill"
 	"taskledger/ledger"
 )
 
 // bodySamples returns, for every body type, encoded bodies: every field
 // set, every field zero, and empty (not nil) slices and maps.
-func bodySamples(t testing.TB) map[string][][]byte {
+func bodySamples(t testing.TB) map[Type][][]byte {
 	t.Helper()
-	out := map[string][][]byte{}
-	f := &filler{}
+	out := map[Type][][]byte{}
+	f := &testfill.Filler{}
 	for typ, c := range codecs {
 		full, zero, empty := c.new(), c.new(), c.new()
-		f.fill(reflect.ValueOf(full).Elem())
+		f.Fill(reflect.ValueOf(full).Elem())
 		ev := reflect.ValueOf(empty).Elem()
 		for i := 0; i < ev.NumField(); i++ {
 			switch fv := ev.Field(i); fv.Kind() {
@@ -40,7 +41,7 @@ func bodySamples(t testing.TB) map[string][][]byte {
 
 // checkBodyFast fails when the fast path decodes raw unlike the generic
 // decoder; it reports whether the fast path took it.
-func checkBodyFast(t testing.TB, typ string, raw []byte) bool {
+func checkBodyFast(t testing.TB, typ Type, raw []byte) bool {
 	t.Helper()
 	c := codecs[typ]
 	fast := c.new()

@@ -17,9 +17,9 @@ type bodyCodec struct {
 	upcast map[int]func(raw []byte) (any, error)
 }
 
-var codecs = map[string]bodyCodec{}
+var codecs = map[Type]bodyCodec{}
 
-func register(typ string, newBody func() any) {
+func register(typ Type, newBody func() any) {
 	codecs[typ] = bodyCodec{current: 1, new: newBody, upcast: map[int]func([]byte) (any, error){}}
 }
 
@@ -53,11 +53,11 @@ func init() {
 }
 
 // CurrentSchema is the schema version new events of typ are written with.
-func CurrentSchema(typ string) int { return codecs[typ].current }
+func CurrentSchema(typ Type) int { return codecs[typ].current }
 
 // DecodeBody decodes an event body of the given type and schema into the
 // current body type, upcasting older schemas.
-func DecodeBody(typ string, schema int, raw []byte) (any, error) {
+func DecodeBody(typ Type, schema int, raw []byte) (any, error) {
 	c, ok := codecs[typ]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownEvent, typ)
@@ -85,8 +85,8 @@ func EncodeBody(body any) ([]byte, error) { return ledger.Marshal(body) }
 
 // bodyTypes maps every event type to the Go type DecodeBody returns for
 // its current schema.
-var bodyTypes = sync.OnceValue(func() map[string]reflect.Type {
-	m := make(map[string]reflect.Type, len(codecs))
+var bodyTypes = sync.OnceValue(func() map[Type]reflect.Type {
+	m := make(map[Type]reflect.Type, len(codecs))
 	for typ, c := range codecs {
 		m[typ] = reflect.TypeOf(c.new())
 	}
@@ -95,7 +95,7 @@ var bodyTypes = sync.OnceValue(func() map[string]reflect.Type {
 
 // BodyType is the Go type DecodeBody returns for typ at its current
 // schema; ok is false for an unknown type.
-func BodyType(typ string) (t reflect.Type, ok bool) {
+func BodyType(typ Type) (t reflect.Type, ok bool) {
 	t, ok = bodyTypes()[typ]
 	return t, ok
 }

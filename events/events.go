@@ -1,62 +1,68 @@
 package events
 
+import "taskledger/ledger"
+
+// Type is the name of an event type (lowercase and dotted), the type of the
+// envelope's ledger.Event.Type field.
+type Type = ledger.EventType
+
 // Event types. Lowercase and dotted; new ones may be added, none renamed.
 const (
 	// EvTaskCreated: an operator created a task (optionally authorized).
-	EvTaskCreated = "task.created"
+	EvTaskCreated Type = "task.created"
 	// EvTaskAmended: an operator replaced the payload (revision +1).
-	EvTaskAmended = "task.amended"
+	EvTaskAmended Type = "task.amended"
 	// EvTaskReferenceImageSet: an operator set the reference image (revision +1).
-	EvTaskReferenceImageSet = "task.reference_image_set"
+	EvTaskReferenceImageSet Type = "task.reference_image_set"
 	// EvTaskAuthorized: an operator authorized the current revision.
-	EvTaskAuthorized = "task.authorized"
+	EvTaskAuthorized Type = "task.authorized"
 	// EvTaskAuthorizationRevoked: an operator revoked the authorization.
-	EvTaskAuthorizationRevoked = "task.authorization_revoked"
+	EvTaskAuthorizationRevoked Type = "task.authorization_revoked"
 	// EvTaskClaimed: a device claimed the task (generation +1).
-	EvTaskClaimed = "task.claimed"
+	EvTaskClaimed Type = "task.claimed"
 	// EvTaskClaimResumed: the same session asked again and got its claim back.
-	EvTaskClaimResumed = "task.claim_resumed"
+	EvTaskClaimResumed Type = "task.claim_resumed"
 	// EvTaskClaimRenewed: the claim lease was extended by compare-and-set.
-	EvTaskClaimRenewed = "task.claim_renewed"
+	EvTaskClaimRenewed Type = "task.claim_renewed"
 	// EvTaskReleased: the device gave the claim back.
-	EvTaskReleased = "task.released"
+	EvTaskReleased Type = "task.released"
 	// EvTaskStarted: the device started executing; consumes the authorization.
-	EvTaskStarted = "task.started"
+	EvTaskStarted Type = "task.started"
 	// EvTaskHeartbeat: the running lease was extended.
-	EvTaskHeartbeat = "task.heartbeat"
+	EvTaskHeartbeat Type = "task.heartbeat"
 	// EvTaskAwaitingConfirmation: the execution paused for confirmation.
-	EvTaskAwaitingConfirmation = "task.awaiting_confirmation"
+	EvTaskAwaitingConfirmation Type = "task.awaiting_confirmation"
 	// EvTaskResumed: the execution continued after confirmation.
-	EvTaskResumed = "task.resumed"
+	EvTaskResumed Type = "task.resumed"
 	// EvTaskCompleted: the execution succeeded with a result.
-	EvTaskCompleted = "task.completed"
+	EvTaskCompleted Type = "task.completed"
 	// EvTaskFailed: the execution failed with a reason code.
-	EvTaskFailed = "task.failed"
+	EvTaskFailed Type = "task.failed"
 	// EvTaskLateReport: a complete/fail that arrived after the running lease expired.
-	EvTaskLateReport = "task.late_report"
+	EvTaskLateReport Type = "task.late_report"
 	// EvTaskCancelRequested: an operator asked a running task to stop.
-	EvTaskCancelRequested = "task.cancel_requested"
+	EvTaskCancelRequested Type = "task.cancel_requested"
 	// EvTaskCanceled: the task was canceled (operator, or device cancel-ack).
-	EvTaskCanceled = "task.canceled"
+	EvTaskCanceled Type = "task.canceled"
 	// EvTaskRecovered: an operator recovered a task (fail or requeue).
-	EvTaskRecovered = "task.recovered"
+	EvTaskRecovered Type = "task.recovered"
 	// EvTaskEvidenceAttached: a device uploaded evidence to its execution.
-	EvTaskEvidenceAttached = "task.evidence_attached"
+	EvTaskEvidenceAttached Type = "task.evidence_attached"
 	// EvDeviceRegistered: an operator registered a device.
-	EvDeviceRegistered = "device.registered"
+	EvDeviceRegistered Type = "device.registered"
 	// EvDeviceRevoked: an operator revoked a device.
-	EvDeviceRevoked = "device.revoked"
+	EvDeviceRevoked Type = "device.revoked"
 	// EvDeviceClaimRequiresManual: a claim-next the device's open task blocked.
-	EvDeviceClaimRequiresManual = "device.claim_requires_manual"
+	EvDeviceClaimRequiresManual Type = "device.claim_requires_manual"
 	// EvAdminTokenCreated: an operator created an admin token (its hash).
-	EvAdminTokenCreated = "admin_token.created"
+	EvAdminTokenCreated Type = "admin_token.created"
 	// EvAdminTokenRevoked: an operator revoked an admin token.
-	EvAdminTokenRevoked = "admin_token.revoked"
+	EvAdminTokenRevoked Type = "admin_token.revoked"
 )
 
 // AllEventTypes lists every event type.
-func AllEventTypes() []string {
-	return []string{
+func AllEventTypes() []Type {
+	return []Type{
 		EvTaskCreated, EvTaskAmended, EvTaskReferenceImageSet, EvTaskAuthorized,
 		EvTaskAuthorizationRevoked, EvTaskClaimed, EvTaskClaimResumed,
 		EvTaskClaimRenewed, EvTaskReleased, EvTaskStarted, EvTaskHeartbeat,

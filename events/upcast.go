@@ -40,7 +40,7 @@ func registerUpcasters() {
 	hb.upcast[1] = upcastHeartbeatV1
 	codecs[EvTaskHeartbeat] = hb
 
-	added := func(typ string, current int) {
+	added := func(typ Type, current int) {
 		c := codecs[typ]
 		for old := 1; old < current; old++ {
 			c.upcast[old] = upcastAddedFields(typ, old, c.new)
@@ -51,7 +51,7 @@ func registerUpcasters() {
 	added(EvTaskAuthorized, 2) // 2: takeover
 	// 2: lease_expires_at, the running lease the decision was judged
 	// against (quiet heartbeats, decision D100); 0 in schema 1.
-	for _, typ := range []string{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
+	for _, typ := range []Type{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
 		EvTaskLateReport, EvTaskCanceled, EvTaskRecovered, EvTaskEvidenceAttached} {
 		added(typ, 2)
 	}
@@ -60,7 +60,7 @@ func registerUpcasters() {
 // upcastAddedFields decodes a body of an older schema that differs from
 // the current one only by fields added since (absent → zero value). newBody
 // returns the current body type.
-func upcastAddedFields(typ string, schema int, newBody func() any) func(raw []byte) (any, error) {
+func upcastAddedFields(typ Type, schema int, newBody func() any) func(raw []byte) (any, error) {
 	return func(raw []byte) (any, error) {
 		v := newBody()
 		if err := ledger.Unmarshal(raw, v); err != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"taskledger/internal/failpoint"
 )
 
 // uploadPattern names the temporary file of a blob being written (its
@@ -40,7 +42,7 @@ type Upload struct {
 
 // Create starts a blob write.
 func (b *Blobs) Create() (*Upload, error) {
-	if err := faultOfBlobs(); err != nil {
+	if err := failpoint.Eval(failpoint.BlobWrite); err != nil {
 		return nil, fmt.Errorf("ledger: blob write: %w", err)
 	}
 	f, err := os.CreateTemp(b.dir, uploadPattern)
@@ -53,7 +55,7 @@ func (b *Blobs) Create() (*Upload, error) {
 
 // Write appends p to the blob.
 func (u *Upload) Write(p []byte) (int, error) {
-	if err := faultOfBlobs(); err != nil {
+	if err := failpoint.Eval(failpoint.BlobWrite); err != nil {
 		return 0, fmt.Errorf("ledger: blob write: %w", err)
 	}
 	n, err := u.f.Write(p)
@@ -98,7 +100,7 @@ func (u *Upload) commit() (*BlobRef, error) {
 		return nil, errors.New("ledger: blob upload already finished")
 	}
 	defer u.Abort()
-	if err := faultOfBlobs(); err != nil {
+	if err := failpoint.Eval(failpoint.BlobWrite); err != nil {
 		return nil, fmt.Errorf("ledger: blob sync: %w", err)
 	}
 	if err := u.f.Sync(); err != nil {

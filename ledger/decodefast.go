@@ -31,7 +31,9 @@ func decodeEventFast(b []byte, e *Event, in *interner) bool {
 		case "stream_version":
 			e.StreamVersion, ok = r.Uint()
 		case "type":
-			e.Type, ok = in.str(&r)
+			var t string
+			t, ok = in.str(&r)
+			e.Type = EventType(t)
 		case "schema":
 			var v uint64
 			v, ok = r.Uint()

@@ -34,12 +34,17 @@ type Idem struct {
 	Fingerprint []byte `msgpack:"fingerprint" json:"fingerprint"`
 }
 
+// EventType is the name of an event type as the envelope carries it
+// (lowercase and dotted, e.g. "task.claimed"). The names themselves are
+// events.Type constants (events.AllEventTypes); the ledger stores any name.
+type EventType string
+
 // Event is one entry of the log: an envelope around a typed body.
 type Event struct {
 	Seq           uint64             `msgpack:"seq"`
 	Stream        string             `msgpack:"stream"`
 	StreamVersion uint64             `msgpack:"stream_version"`
-	Type          string             `msgpack:"type"`
+	Type          EventType          `msgpack:"type"`
 	Schema        int                `msgpack:"schema"`
 	At            int64              `msgpack:"at"` // server time, Unix milliseconds
 	Actor         Actor              `msgpack:"actor"`

@@ -79,7 +79,7 @@ func appendEnvelopeHead(b []byte, e *Event) []byte {
 	b = mpwrite.Uint(append(b, keySeq...), e.Seq)
 	b = mpwrite.String(append(b, keyStream...), e.Stream)
 	b = mpwrite.Uint(append(b, keyStreamVersion...), e.StreamVersion)
-	b = mpwrite.String(append(b, keyType...), e.Type)
+	b = mpwrite.String(append(b, keyType...), string(e.Type))
 	b = mpwrite.Int(append(b, keySchema...), int64(e.Schema))
 	b = mpwrite.Int(append(b, keyAt...), e.At)
 	b = append(b, keyActor...)

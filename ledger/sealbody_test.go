@@ -48,7 +48,7 @@ func TestSealBodyMatchesSealEncoded(t *testing.T) {
 			head = GenesisHead()
 		}
 		mk := func() *Event {
-			return &Event{Stream: randString(r), StreamVersion: uint64(pick(r, boundaryInts)), Type: randString(r),
+			return &Event{Stream: randString(r), StreamVersion: uint64(pick(r, boundaryInts)), Type: EventType(randString(r)),
 				Schema: int(pick(r, boundaryInts)), At: pick(r, boundaryInts), Actor: Actor{Kind: randString(r), ID: randString(r), Owner: owner},
 				Idem: id}
 		}

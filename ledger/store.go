@@ -120,35 +120,7 @@ func Open(dir string, opt Options) (*Store, error) {
 		}
 		return s, nil
 	}
-	initialized := false
-	_ = db.View(func(tx *bolt.Tx) error {
-		initialized = true
-		for _, b := range [][]byte{bucketEvents, bucketStreams, bucketMeta, bucketAdmin, bucketSoft} {
-			initialized = initialized && tx.Bucket(b) != nil
-		}
-		return nil
-	})
-	if !initialized { // write only to a new file: opening an existing ledger changes no byte
-		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range [][]byte{bucketEvents, bucketStreams, bucketMeta, bucketAdmin, bucketSoft} {
-				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-					return err
-				}
-			}
-			meta := tx.Bucket(bucketMeta)
-			if meta.Get(keyFormat) == nil {
-				if err := meta.Put(keyFormat, u64(FormatVersion)); err != nil {
-					return err
-				}
-				hb, err := Marshal(GenesisHead())
-				if err != nil {
-					return err
-				}
-				return meta.Put(keyHead, hb)
-			}
-			return nil
-		})
-	}
+	err = initBuckets(db)
 	if err == nil {
 		err = s.checkFormat()
 	}
@@ -160,6 +132,42 @@ func Open(dir string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// initBuckets creates the buckets, the format version and the genesis head
+// of a new ledger file; a file that has them all is left untouched, so
+// opening an existing ledger changes no byte.
+func initBuckets(db *bolt.DB) error {
+	initialized := false
+	_ = db.View(func(tx *bolt.Tx) error {
+		initialized = true
+		for _, b := range [][]byte{bucketEvents, bucketStreams, bucketMeta, bucketAdmin, bucketSoft} {
+			initialized = initialized && tx.Bucket(b) != nil
+		}
+		return nil
+	})
+	if initialized {
+		return nil
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketEvents, bucketStreams, bucketMeta, bucketAdmin, bucketSoft} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get(keyFormat) == nil {
+			if err := meta.Put(keyFormat, u64(FormatVersion)); err != nil {
+				return err
+			}
+			hb, err := Marshal(GenesisHead())
+			if err != nil {
+				return err
+			}
+			return meta.Put(keyHead, hb)
+		}
+		return nil
+	})
 }
 
 func (s *Store) checkFormat() error {

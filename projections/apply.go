@@ -253,7 +253,7 @@ func (s *State) put(e *ledger.Event, r *IdemRecord) {
 		return
 	}
 	r.Scope, r.Key, r.Fingerprint = e.Idem.Scope, e.Idem.Key, e.Idem.Fingerprint
-	r.At, r.Seq, r.EventType = e.At, e.Seq, e.Type
+	r.At, r.Seq, r.EventType = e.At, e.Seq, string(e.Type)
 	s.Idem.put(r)
 }
 

@@ -28,8 +28,8 @@ func on[T any](f func(s *State, e *ledger.Event, b *T) error) applier {
 // apply_claim.go, apply_execution.go, apply_device.go,
 // apply_admintoken.go).
 // TestEveryEventTypeHasAnApplier keeps it complete.
-var appliers = sync.OnceValue(func() map[string]applier {
-	return map[string]applier{
+var appliers = sync.OnceValue(func() map[events.Type]applier {
+	return map[events.Type]applier{
 		events.EvTaskCreated:               on((*State).applyCreated),
 		events.EvTaskAmended:               on((*State).applyAmended),
 		events.EvTaskReferenceImageSet:     on((*State).applyReferenceImageSet),

@@ -8,56 +8,9 @@ import (
 	"testing"
 
 	"taskledger/events"
+	"taskledger/internal/testfill"
 	"taskledger/ledger"
 )
-
-// filler sets every exported field reachable from a value to a value no
-// other field gets (slices get two elements), so a field the content
-// encoding forgets, or reads into another field, shows in a round trip.
-type filler struct{ n int }
-
-func (f *filler) fill(v reflect.Value) {
-	f.n++
-	switch v.Kind() {
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		f.fill(v.Elem())
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			if sf := v.Type().Field(i); sf.IsExported() && sf.Tag.Get("msgpack") != "-" { // soft state is not content
-				f.fill(v.Field(i))
-			}
-		}
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		f.fill(v.Index(0))
-		f.fill(v.Index(1))
-	case reflect.Map:
-		v.Set(reflect.MakeMap(v.Type()))
-		for range 2 {
-			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-			f.fill(k)
-			f.fill(e)
-			v.SetMapIndex(k, e)
-		}
-	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d", f.n))
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int64:
-		v.SetInt(int64(f.n) * 1000003)
-	case reflect.Uint64, reflect.Uint8:
-		v.SetUint(uint64(f.n))
-	default:
-		panic("filler: no rule for " + v.Kind().String())
-	}
-}
-
-func filled[T any](f *filler) *T {
-	var v T
-	f.fill(reflect.ValueOf(&v).Elem())
-	return &v
-}
 
 // contentState is a state that uses every field and every path of the
 // content encoding: fully populated and empty tasks, an authorization of
@@ -66,12 +19,12 @@ func filled[T any](f *filler) *T {
 // record twice, names an id without a record and misses a record.
 func contentState(t testing.TB) *State {
 	t.Helper()
-	f := &filler{}
+	f := &testfill.Filler{}
 	s := New(Config{IdempotencyRetentionMs: 1000})
 	s.Head = ledger.Head{Seq: 99, Hash: bytes.Repeat([]byte{7}, ledger.HashSize), At: 1_800_000_000_000}
 	s.ServerClaims = 5
-	full := filled[Task](f)
-	same := filled[Task](f)
+	full := testfill.Filled[Task](f)
+	same := testfill.Filled[Task](f)
 	same.Auth.PayloadSHA256 = same.PayloadSHA256
 	same.CreateSeq = full.CreateSeq + 1
 	bare := &Task{ID: "bare", CreateSeq: same.CreateSeq + 1, CreatedAt: -5}
@@ -81,18 +34,18 @@ func contentState(t testing.TB) *State {
 		s.taskOrder = append(s.taskOrder, task)
 	}
 	for range 2 {
-		d := filled[Device](f)
+		d := testfill.Filled[Device](f)
 		s.Devices[d.ID] = d
 	}
 	s.Devices["no-checks"] = &Device{ID: "no-checks", RequiredChecks: []string{}}
 	for range 2 {
-		a := filled[AdminToken](f)
+		a := testfill.Filled[AdminToken](f)
 		s.AdminTokens[a.Name] = a
 	}
 	s.AdminTokens["outside"] = &AdminToken{Name: "outside", Status: AdminTokenRevoked, RevokedAt: 7, StreamVersion: 1}
 	var ids []string
 	for i := range 4 {
-		r := filled[IdemRecord](f)
+		r := testfill.Filled[IdemRecord](f)
 		r.Scope, r.Key = fmt.Sprintf("device:d%d:op", i), fmt.Sprintf("k%d", i)
 		switch i {
 		case 1:
@@ -257,7 +210,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 		k := fmt.Sprint("k", i)
 		keys = append(keys, k)
 		r := &IdemRecord{Scope: "device:d:op", Key: k, Fingerprint: []byte{byte(i)}, At: int64(10 * i), Seq: uint64(i + 1),
-			EventType: events.EvTaskStarted, Outcome: OutcomeAccepted, TaskID: "t", DeviceID: "d",
+			EventType: string(events.EvTaskStarted), Outcome: OutcomeAccepted, TaskID: "t", DeviceID: "d",
 			Reply: &Reply{TaskID: "t", State: StateRunning, ServerTime: int64(10 * i), LeaseExpiresAt: int64(10*i + 50)}}
 		live.Idem.put(r)
 	}
@@ -273,7 +226,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 	if len(restored.Idem.Records) != 0 || restored.Idem.loaded == nil {
 		t.Fatal("a restore decoded the records instead of leaving them encoded")
 	}
-	again := &IdemRecord{Scope: "device:d:op", Key: "k25", Fingerprint: []byte{99}, At: 395, Seq: 99, EventType: events.EvTaskStarted, Outcome: OutcomeAccepted}
+	again := &IdemRecord{Scope: "device:d:op", Key: "k25", Fingerprint: []byte{99}, At: 395, Seq: 99, EventType: string(events.EvTaskStarted), Outcome: OutcomeAccepted}
 	for _, s := range []*State{live, restored} {
 		c := *again
 		s.Idem.put(&c)

@@ -17,7 +17,7 @@ var (
 // ApplyError names the seq of the event that could not be applied.
 type ApplyError struct {
 	Seq  uint64
-	Type string
+	Type events.Type
 	Err  error
 }
 

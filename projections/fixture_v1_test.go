@@ -62,7 +62,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 	if rep.Events != 46 {
 		t.Fatalf("fixture has %d events, want 46", rep.Events)
 	}
-	types := map[string]bool{}
+	types := map[events.Type]bool{}
 	schema1 := 0
 	err = store.Range(0, func(e *ledger.Event) error {
 		types[e.Type] = true
@@ -75,7 +75,7 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Event types added after the fixture was frozen cannot be in it.
-	later := map[string]bool{events.EvAdminTokenCreated: true, events.EvAdminTokenRevoked: true}
+	later := map[events.Type]bool{events.EvAdminTokenCreated: true, events.EvAdminTokenRevoked: true}
 	for _, typ := range events.AllEventTypes() {
 		if !types[typ] && !later[typ] {
 			t.Errorf("the fixture has no %s event", typ)

@@ -130,7 +130,7 @@ func TestFixtureContinuesWithSchema2(t *testing.T) {
 	nodetest.Must(t, ev, 200)
 	evs := ev.JSON()["events"].([]any)
 	last := evs[len(evs)-1].(map[string]any)
-	if last["type"] != events.EvTaskHeartbeat || last["schema"] != float64(2) {
+	if last["type"] != string(events.EvTaskHeartbeat) || last["schema"] != float64(2) {
 		t.Fatalf("last event %v", last)
 	}
 	if got := last["body"].(map[string]any)["previous_lease_expires_at"]; got != before {

@@ -163,6 +163,19 @@ func (h *taskHistory) step(e *ledger.Event, body any) error {
 	if h.state == StateSucceeded || h.state == StateFailed || h.state == StateCanceled {
 		return fmt.Errorf("an event after the task ended %s", h.state)
 	}
+	switch body.(type) {
+	case *events.TaskCreated, *events.TaskAmended, *events.TaskReferenceImageSet, *events.TaskAuthorized, *events.TaskAuthorizationRevoked:
+		return h.stepDefinition(e, body)
+	case *events.TaskClaimed, *events.TaskClaimResumed, *events.TaskClaimRenewed, *events.TaskReleased, *events.TaskStarted:
+		return h.stepClaim(e, body)
+	case *events.TaskHeartbeat, *events.TaskExecStep, *events.TaskCompleted, *events.TaskFailed, *events.TaskLateReport, *events.TaskCancelRequested, *events.TaskCanceled, *events.TaskRecovered, *events.TaskEvidenceAttached:
+		return h.stepExecution(e, body)
+	}
+	return fmt.Errorf("not an event of a task stream")
+}
+
+// stepDefinition checks an event of the task's own definition: created, amended, reference image, authorized, authorization revoked.
+func (h *taskHistory) stepDefinition(e *ledger.Event, body any) error {
 	switch b := body.(type) {
 	case *events.TaskCreated:
 		if h.state != "" {
@@ -200,6 +213,13 @@ func (h *taskHistory) step(e *ledger.Event, body any) error {
 			return fmt.Errorf("revokes authorization %s, the current one is %s", b.AuthorizationID, h.auth)
 		}
 		h.auth = ""
+	}
+	return nil
+}
+
+// stepClaim checks an event of the claim: claimed, resumed, renewed, released, and the start that turns it into an execution.
+func (h *taskHistory) stepClaim(e *ledger.Event, body any) error {
+	switch b := body.(type) {
 	case *events.TaskClaimed:
 		if err := h.need(StatePending, StateClaimed); err != nil {
 			return err
@@ -244,6 +264,13 @@ func (h *taskHistory) step(e *ledger.Event, body any) error {
 		h.auth = "" // consumed
 		h.runningLease, h.cancelPending = b.LeaseExpiresAt, false
 		return h.move(StateRunning, b.Version)
+	}
+	return nil
+}
+
+// stepExecution checks an event of the execution and the task's end: heartbeat, pause/resume, complete, fail, late report, cancel, recover, evidence.
+func (h *taskHistory) stepExecution(e *ledger.Event, body any) error {
+	switch b := body.(type) {
 	case *events.TaskHeartbeat:
 		if err := h.need(StateRunning, StateWaitingConfirmation); err != nil {
 			return err
@@ -296,24 +323,7 @@ func (h *taskHistory) step(e *ledger.Event, body any) error {
 		}
 		return h.move(StateCanceled, b.Version)
 	case *events.TaskRecovered:
-		if err := h.need(StateClaimed, StateRunning, StateWaitingConfirmation); err != nil {
-			return err
-		}
-		if b.ExecutionID != "" {
-			// A recovery before the lease ended needs a revoked device,
-			// which only the device's stream shows; the lease recorded
-			// must still not be shorter than the chain's.
-			if _, err := h.judged(b.LeaseExpiresAt); err != nil {
-				return err
-			}
-		}
-		to := StatePending
-		if b.Decision == events.RecoverFail {
-			to = StateFailed
-		} else {
-			h.auth = "" // a requeued task needs a new authorization
-		}
-		return h.move(to, b.Version)
+		return h.recovered(b)
 	case *events.TaskEvidenceAttached:
 		if err := h.need(StateRunning, StateWaitingConfirmation); err != nil {
 			return err
@@ -321,10 +331,31 @@ func (h *taskHistory) step(e *ledger.Event, body any) error {
 		if b.LeaseExpiresAt != 0 {
 			return h.live(e, b.LeaseExpiresAt)
 		}
-	default:
-		return fmt.Errorf("not an event of a task stream")
 	}
 	return nil
+}
+
+// recovered checks an operator's recovery: of a claimed or executing
+// task, never judged against a shorter lease than the chain's.
+func (h *taskHistory) recovered(b *events.TaskRecovered) error {
+	if err := h.need(StateClaimed, StateRunning, StateWaitingConfirmation); err != nil {
+		return err
+	}
+	if b.ExecutionID != "" {
+		// A recovery before the lease ended needs a revoked device,
+		// which only the device's stream shows; the lease recorded
+		// must still not be shorter than the chain's.
+		if _, err := h.judged(b.LeaseExpiresAt); err != nil {
+			return err
+		}
+	}
+	to := StatePending
+	if b.Decision == events.RecoverFail {
+		to = StateFailed
+	} else {
+		h.auth = "" // a requeued task needs a new authorization
+	}
+	return h.move(to, b.Version)
 }
 
 // end is a device's complete, fail or cancel-ack of its live execution.

@@ -53,7 +53,7 @@ func edit[B any](t *testing.T, evs []ledger.Event, i int, change func(b *B)) []l
 	return out
 }
 
-func find(t *testing.T, evs []ledger.Event, typ string) int {
+func find(t *testing.T, evs []ledger.Event, typ events.Type) int {
 	t.Helper()
 	for i := range evs {
 		if evs[i].Type == typ {

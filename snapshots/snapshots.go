@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 
+	"taskledger/internal/failpoint"
 	"taskledger/ledger"
 )
 
@@ -120,9 +121,9 @@ func Write(dir string, s *Snapshot) (string, error) {
 	if _, err := w.Write(s.State[:half]); err != nil {
 		return "", fmt.Errorf("snapshots: write %s: %w", tmp, err)
 	}
-	if active(FailMidWrite) {
-		_ = bw.Flush()
-		crash()
+	if failpoint.Enabled {
+		_ = bw.Flush()                                 // so a kill here leaves a torn .tmp file
+		_ = failpoint.Eval(failpoint.SnapshotMidWrite) // kill only
 	}
 	if _, err := w.Write(s.State[half:]); err != nil {
 		return "", fmt.Errorf("snapshots: write %s: %w", tmp, err)
@@ -136,9 +137,7 @@ func Write(dir string, s *Snapshot) (string, error) {
 	if err := f.Sync(); err != nil {
 		return "", fmt.Errorf("snapshots: sync %s: %w", tmp, err)
 	}
-	if active(FailAfterTmpWrite) {
-		crash()
-	}
+	_ = failpoint.Eval(failpoint.SnapshotAfterTmpWrite) // kill only
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("snapshots: close %s: %w", tmp, err)
 	}

@@ -50,7 +50,7 @@ func runToIdle(t *testing.T, w *world, task string) string {
 func TestCrashBeforeClaimSent(t *testing.T) {
 	w := newWorld(t)
 	task := w.task(t, "ok", 1, 0)
-	a := w.run(t, "TASKLEDGER_FAILPOINT=claim-before-send")
+	a := w.run(t, "TASKLEDGER_FAILPOINTS=claim-before-send")
 	a.Wait(t)
 	if !a.Killed() {
 		t.Fatalf("agent was not killed at the failpoint:\n%s", a.Stderr())
@@ -78,7 +78,7 @@ func TestCrashBeforeClaimSent(t *testing.T) {
 func TestCrashAfterClaimCommitted(t *testing.T) {
 	w := newWorld(t)
 	task := w.task(t, "ok", 2, 0)
-	a := w.run(t, "TASKLEDGER_FAILPOINT=claim-after-response")
+	a := w.run(t, "TASKLEDGER_FAILPOINTS=claim-after-response")
 	a.Wait(t)
 	if !a.Killed() {
 		t.Fatalf("agent was not killed at the failpoint:\n%s", a.Stderr())

@@ -119,6 +119,7 @@ func TestRunEndToEnd(t *testing.T) {
 		a.WaitLine(t, 0, "task finished", "task="+id)
 	}
 	a.WaitLine(t, 0, "work launched", "task="+block)
+	a.WaitLine(t, 0, "helper running mode=block") // it has counted its run
 	w.srv.MustDo(t, "POST", "/admin/tasks/"+block+"/cancel", map[string]any{"reason": "operator stop"})
 	a.WaitLine(t, 0, "task finished", "task="+block, "outcome=CANCELED")
 	_, idle := a.WaitLine(t, 0, "no task")

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"taskledger/client"
-	"taskledger/client/internal/failpoint"
 	"taskledger/client/localstate"
+	"taskledger/internal/failpoint"
 )
 
 // ClaimOutcome is what Claim did.
@@ -81,7 +81,7 @@ func (d *Device) Claim(ctx context.Context) (ClaimOutcome, error) {
 		return ClaimOutcome{}, fmt.Errorf("pending claim token: %w", err)
 	}
 	tok := string(tokb)
-	failpoint.Hit(failpoint.ClaimBeforeSend)
+	_ = failpoint.Eval(failpoint.ClaimBeforeSend) // kill only
 	res, err := d.c.Claim(ctx, client.ClaimCall{Key: p.Key, SessionID: d.st.SessionID, ClaimToken: tok})
 	if err != nil {
 		return ClaimOutcome{}, d.claimFailed(p, err)
@@ -93,7 +93,7 @@ func (d *Device) Claim(ctx context.Context) (ClaimOutcome, error) {
 		d.log.Info("no task", "key", p.Key, "retry_after", res.RetryAfter.String())
 		return ClaimOutcome{NoTask: true, RetryAfter: res.RetryAfter, Replayed: res.Replayed}, nil
 	}
-	failpoint.Hit(failpoint.ClaimAfterResponse)
+	_ = failpoint.Eval(failpoint.ClaimAfterResponse) // kill only
 	cl := res.Claim
 	a := &localstate.Active{TaskID: cl.TaskID, SessionID: cl.SessionID, ClaimKey: p.Key, Generation: cl.Generation,
 		TokenOrigin: localstate.OriginClient, SealedToken: p.SealedClaimToken, Payload: cl.Payload,

@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"taskledger/client"
-	"taskledger/client/internal/failpoint"
 	"taskledger/client/localstate"
+	"taskledger/internal/failpoint"
 )
 
 // Start moves the active claim to RUNNING (or replays a pending start).
@@ -178,7 +178,7 @@ func (d *Device) sendTask(ctx context.Context, p *localstate.Pending) (client.Ta
 		return client.TaskResult{}, d.taskFailed(p, err)
 	}
 	if client.Op(p.Op) == client.OpStart {
-		failpoint.Hit(failpoint.StartAfterResponse)
+		_ = failpoint.Eval(failpoint.StartAfterResponse) // kill only
 	}
 	ch := localstate.Change{ClearPending: true}
 	switch res.State {

@@ -35,7 +35,7 @@ var campaignKills = flag.Int("campaign", 3, "SIGKILLs of TestCrashCampaign")
 // record it.
 type campaignAck struct {
 	key, device, task string
-	types             []string // empty: a recorded "no task" (soft record)
+	types             []events.Type // empty: a recorded "no task" (soft record)
 }
 
 // campaign is the load and its client-side log.
@@ -114,7 +114,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		}
 		m := a.JSON()
 		task, gen, version := nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version")
-		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskClaimed, events.EvTaskClaimResumed}})
+		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskClaimed, events.EvTaskClaimResumed}})
 		path := "/api/v1/device/tasks/" + task + "/"
 		hdr := map[string]string{"X-Claim-Token": tok}
 		if rng.IntN(4) == 0 {
@@ -124,7 +124,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 				return err
 			}
 			if r.Status == 200 {
-				c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskReleased}})
+				c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskReleased}})
 			}
 			continue
 		}
@@ -136,7 +136,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		if r.Status != 200 {
 			continue // canceled by the operator meanwhile
 		}
-		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskStarted}})
+		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskStarted}})
 		exec, version := nodetest.Str(r.JSON(), "execution_id"), nodetest.Num(r.JSON(), "version")
 		ok := true
 		for i := range 1 + rng.IntN(3) {
@@ -148,7 +148,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			if ok = r.Status == 200; !ok {
 				break
 			}
-			c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskHeartbeat}})
+			c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskHeartbeat}})
 		}
 		if !ok {
 			continue
@@ -161,7 +161,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		if r.Status != 200 {
 			return fmt.Errorf("complete %s: %s", task, r)
 		}
-		c.ack(campaignAck{key: key, device: d.id, task: task, types: []string{events.EvTaskCompleted}})
+		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskCompleted}})
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 				return err
 			}
 			if a.Status == 200 {
-				c.ack(campaignAck{key: key, task: task, types: []string{events.EvTaskCanceled, events.EvTaskCancelRequested}})
+				c.ack(campaignAck{key: key, task: task, types: []events.Type{events.EvTaskCanceled, events.EvTaskCancelRequested}})
 			}
 			continue
 		}
@@ -200,7 +200,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 		if a.Status != 201 {
 			return fmt.Errorf("create: %s", a)
 		}
-		c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
+		c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []events.Type{events.EvTaskCreated}})
 	}
 	return nil
 }
@@ -226,14 +226,14 @@ func TestCrashCampaign(t *testing.T) {
 		}
 		m := a.JSON()
 		devs[i] = crashDevice{id: nodetest.Str(m, "device_id"), token: nodetest.Str(m, "token"), session: uuid.NewString()}
-		c.ack(campaignAck{key: key, device: devs[i].id, types: []string{events.EvDeviceRegistered}})
+		c.ack(campaignAck{key: key, device: devs[i].id, types: []events.Type{events.EvDeviceRegistered}})
 	}
 	a, key, err := c.post("/api/v1/admin/tasks", admin,
 		map[string]any{"payload": map[string]any{"n": -1}, "authorize": map[string]any{"ttl_seconds": 3600}}, nil)
 	if err != nil || a.Status != 201 {
 		t.Fatalf("create: %v %v", err, a)
 	}
-	c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []string{events.EvTaskCreated}})
+	c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []events.Type{events.EvTaskCreated}})
 
 	errs := make(chan error, devices+1)
 	var wg sync.WaitGroup
@@ -305,8 +305,9 @@ func checkCampaignLog(t *testing.T, dir string, acks []campaignAck, final bool) 
 	}
 	defer store.Close()
 	type rec struct {
-		typ, task, device string
-		seq               uint64
+		typ          events.Type
+		task, device string
+		seq          uint64
 	}
 	byKey := map[string]rec{}
 	holder := map[string]string{} // task → device holding it (claim or execution)

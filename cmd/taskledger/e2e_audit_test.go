@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"taskledger/commands"
+	"taskledger/internal/failpoint"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 	"taskledger/node/nodetest/proc"
@@ -313,7 +314,7 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	nodetest.Must(t, want, 200)
 	n.Close()
 
-	ps, stderr := runWithEnv(t, []string{"TASKLEDGER_FAILPOINT=" + snapshots.FailMidWrite}, "snapshot", "create", "--data", dir)
+	ps, stderr := runWithEnv(t, []string{failpoint.Env + "=" + failpoint.SnapshotMidWrite}, "snapshot", "create", "--data", dir)
 	if !killed(ps) {
 		t.Fatalf("snapshot create with the mid-write failpoint was not killed: %v\n%s", ps, stderr)
 	}
@@ -325,7 +326,7 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 		t.Fatalf("newest valid snapshot %d after the kill, want %d", got, first)
 	}
 
-	ps, stderr = runWithEnv(t, []string{"TASKLEDGER_FAILPOINT=" + snapshots.FailAfterTmpWrite},
+	ps, stderr = runWithEnv(t, []string{failpoint.Env + "=" + failpoint.SnapshotAfterTmpWrite},
 		"serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual", "--snapshot-every", "1000")
 	if !killed(ps) {
 		t.Fatalf("serve with the after-tmp-write failpoint was not killed: %v\n%s", ps, stderr)

@@ -409,7 +409,7 @@ func TestStartupRefusesClaimLeaseNotShorterThanAuthorizationTTLMin(t *testing.T)
 func TestServerTokenSurvivesKillBetweenCommitAndResponse(t *testing.T) {
 	secret := refusalSecret(t)
 	dir := t.TempDir()
-	s := refusalStart(t, dir, []string{"TASKLEDGER_FAILPOINT=kill-after-claim-commit"}, "--claim-token-secret", secret)
+	s := refusalStart(t, dir, []string{"TASKLEDGER_FAILPOINTS=kill-after-claim-commit"}, "--claim-token-secret", secret)
 	dev, tok, task := s.refusalDevice()
 	key, session := uuid.NewString(), uuid.NewString()
 	r := s.do("POST", "/api/v1/device/tasks/claim-next", tok, refusalClaimBody(dev, session), map[string]string{"Idempotency-Key": key})

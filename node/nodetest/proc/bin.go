@@ -45,7 +45,7 @@ func Taskledger(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "taskledger")
-		binErr = goBuild("build", "-o", binPath, "./cmd/taskledger")
+		binErr = goBuild("build", "-tags", "failpoints", "-o", binPath, "./cmd/taskledger")
 	})
 	if binErr != nil {
 		t.Fatalf("build taskledger: %v", binErr)

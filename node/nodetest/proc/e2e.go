@@ -39,8 +39,8 @@ type Binaries struct {
 func Build(dir string) (Binaries, error) {
 	b := Binaries{Server: filepath.Join(dir, "taskledger"), Agent: filepath.Join(dir, "agent")}
 	for _, args := range [][]string{
-		{"build", "-o", b.Server, "./cmd/taskledger"},
-		{"build", "-race", "-tags", "taskledger_failpoints", "-o", b.Agent, "./client/agent/internal/testmain"},
+		{"build", "-tags", "failpoints", "-o", b.Server, "./cmd/taskledger"},
+		{"build", "-race", "-tags", "failpoints", "-o", b.Agent, "./client/agent/internal/testmain"},
 	} {
 		if err := goBuild(args...); err != nil {
 			return Binaries{}, err

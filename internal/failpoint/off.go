@@ -1,0 +1,14 @@
+//go:build !failpoints
+
+package failpoint
+
+// Enabled is false: this build has no failpoints.
+const Enabled = false
+
+// Eval returns nil: this build has no failpoints.
+func Eval(string) error { return nil }
+
+// Enable fails with ErrNotBuilt: this build has no failpoints.
+func Enable(string, string) (disable func(), err error) {
+	return func() {}, ErrNotBuilt
+}
