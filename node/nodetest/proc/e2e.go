@@ -238,7 +238,7 @@ func Serve(t testing.TB, bin, dir string, args ...string) *Server {
 func (s *Server) waitReady(t testing.TB) {
 	t.Helper()
 	c := &http.Client{Timeout: 5 * time.Second}
-	until := time.Now().Add(WaitLimit)
+	deadline := time.After(WaitLimit)
 	for {
 		res, err := c.Get(s.URL + "/readyz")
 		if err == nil {
@@ -247,12 +247,11 @@ func (s *Server) waitReady(t testing.TB) {
 				return
 			}
 		}
-		if time.Now().After(until) {
-			t.Fatalf("serve at %s not ready within %v: %v", s.URL, WaitLimit, err)
-		}
 		select {
 		case <-s.Proc.done:
 			t.Fatalf("serve exited while starting: %v\n%s", s.Proc.err, s.Proc.Stderr())
+		case <-deadline:
+			t.Fatalf("serve at %s not ready within %v: %v", s.URL, WaitLimit, err)
 		case <-time.After(20 * time.Millisecond): // polling a subprocess endpoint with a deadline
 		}
 	}
