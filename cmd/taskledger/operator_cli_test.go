@@ -240,6 +240,23 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 	}
 }
 
+func TestAdminTokenHelpNamesDataFlagAndEnv(t *testing.T) {
+	for _, verb := range []string{"create", "revoke"} {
+		r := reviewCLI("admin-token", verb, "--help")
+		if r.code != 0 {
+			t.Fatalf("admin-token %s --help: exit %d, stderr %q", verb, r.code, r.stderr)
+		}
+		for _, want := range []string{"--data", "TASKLEDGER_DATA", "NAME", "stopped ledger"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("admin-token %s --help does not say %q:\n%s", verb, want, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, "--data string") {
+			t.Errorf("admin-token %s --help lists no --data flag:\n%s", verb, r.stdout)
+		}
+	}
+}
+
 func TestVersionPrintsModuleVersionAndCommit(t *testing.T) {
 	a, b := reviewCLI("--version"), reviewCLI("version")
 	if a.code != 0 || b.code != 0 || !strings.HasPrefix(a.stdout, "taskledger ") || !strings.Contains(a.stdout, "commit") || a.stdout != b.stdout {
