@@ -10,7 +10,7 @@ import (
 	"taskledger/node/nodetest"
 )
 
-const adminTokensPath = ctAdminPath + "/admin-tokens"
+const adminTokensPath = nodetest.AdminPath + "/admin-tokens"
 
 // A token created through the API is honoured by the next request, one
 // revoked is refused by the next request, and neither needs a restart.
@@ -24,20 +24,20 @@ func TestAdminTokenCreatedAndRevokedWhileServing(t *testing.T) {
 		nodetest.Str(m, "origin") != "log" || nodetest.Str(m, "created_by") != "initial" {
 		t.Fatalf("create: %s", r.Body)
 	}
-	nodetest.Must(t, n.Do("GET", ctAdminPath+"/devices", tok, nil, nil), http.StatusOK)
+	nodetest.Must(t, n.Do("GET", nodetest.AdminPath+"/devices", tok, nil, nil), http.StatusOK)
 
 	// The new token acts, and is stamped on its events by name.
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/devices", tok, map[string]any{"owner_id": ctNewID(), "name": "p"}, nil), http.StatusCreated)
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/devices", tok, map[string]any{"owner_id": nodetest.NewID(), "name": "p"}, nil), http.StatusCreated)
 	r = n.Do("POST", adminTokensPath+"/ci/revoke", n.AdminToken, map[string]any{"reason": "rotated"}, nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); nodetest.Str(m, "status") != "REVOKED" || nodetest.Str(m, "revoke_reason") != "rotated" ||
 		nodetest.Str(m, "revoked_by") != "initial" || m["token"] != nil {
 		t.Fatalf("revoke: %s", r.Body)
 	}
-	ctUnauthorized(t, n.Do("GET", ctAdminPath+"/devices", tok, nil, nil))
+	nodetest.MustUnauthorized(t, n.Do("GET", nodetest.AdminPath+"/devices", tok, nil, nil))
 
 	// The history names both events; no token or hash is in any answer.
-	r = n.Do("GET", ctAdminPath+"/events", n.AdminToken, nil, nil)
+	r = n.Do("GET", nodetest.AdminPath+"/events", n.AdminToken, nil, nil)
 	nodetest.Must(t, r, http.StatusOK)
 	var page struct {
 		Events []struct {
@@ -66,19 +66,19 @@ func TestAdminTokenCreatedAndRevokedWhileServing(t *testing.T) {
 	r = n.Do("POST", adminTokensPath, n.AdminToken, map[string]any{"name": "ci"}, nil)
 	nodetest.Must(t, r, http.StatusCreated)
 	tok2 := nodetest.Str(r.JSON(), "token")
-	nodetest.Must(t, n.Do("GET", ctAdminPath+"/devices", tok2, nil, nil), http.StatusOK)
-	ctUnauthorized(t, n.Do("GET", ctAdminPath+"/devices", tok, nil, nil))
+	nodetest.Must(t, n.Do("GET", nodetest.AdminPath+"/devices", tok2, nil, nil), http.StatusOK)
+	nodetest.MustUnauthorized(t, n.Do("GET", nodetest.AdminPath+"/devices", tok, nil, nil))
 
 	// After a restart (snapshot or replay) the same tokens hold.
 	n2 := n.Restart()
-	nodetest.Must(t, n2.Do("GET", ctAdminPath+"/devices", tok2, nil, nil), http.StatusOK)
-	ctUnauthorized(t, n2.Do("GET", ctAdminPath+"/devices", tok, nil, nil))
+	nodetest.Must(t, n2.Do("GET", nodetest.AdminPath+"/devices", tok2, nil, nil), http.StatusOK)
+	nodetest.MustUnauthorized(t, n2.Do("GET", nodetest.AdminPath+"/devices", tok, nil, nil))
 	if _, err := n2.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	n3 := n2.Restart()
-	nodetest.Must(t, n3.Do("GET", ctAdminPath+"/devices", tok2, nil, nil), http.StatusOK)
-	ctUnauthorized(t, n3.Do("GET", ctAdminPath+"/devices", tok, nil, nil))
+	nodetest.Must(t, n3.Do("GET", nodetest.AdminPath+"/devices", tok2, nil, nil), http.StatusOK)
+	nodetest.MustUnauthorized(t, n3.Do("GET", nodetest.AdminPath+"/devices", tok, nil, nil))
 }
 
 // The initial token lives beside the log; it is listed, and revoking it
@@ -91,19 +91,19 @@ func TestInitialAdminTokenRevokedThroughTheLog(t *testing.T) {
 		t.Fatalf("list: %s", r.Body)
 	}
 	before := n.Head()
-	ctRefused(t, n, before, n.Do("POST", adminTokensPath+"/initial/revoke", n.AdminToken, map[string]any{"reason": "x"}, nil),
+	n.MustRefuse(t, before, n.Do("POST", adminTokensPath+"/initial/revoke", n.AdminToken, map[string]any{"reason": "x"}, nil),
 		http.StatusConflict, "last_admin_token")
 
 	tok := nodetest.Str(n.Do("POST", adminTokensPath, n.AdminToken, map[string]any{"name": "ops"}, nil).JSON(), "token")
 	nodetest.Must(t, n.Do("POST", adminTokensPath+"/initial/revoke", tok, map[string]any{"reason": "bootstrap done"}, nil), http.StatusOK)
-	ctUnauthorized(t, n.Do("GET", adminTokensPath, n.AdminToken, nil, nil))
+	nodetest.MustUnauthorized(t, n.Do("GET", adminTokensPath, n.AdminToken, nil, nil))
 	r = n.Do("GET", adminTokensPath+"/initial", tok, nil, nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); nodetest.Str(m, "status") != "REVOKED" || nodetest.Str(m, "origin") != "data_dir" || nodetest.Str(m, "revoked_by") != "ops" {
 		t.Fatalf("initial after revocation: %s", r.Body)
 	}
 	n2 := n.Restart()
-	ctUnauthorized(t, n2.Do("GET", adminTokensPath, n2.AdminToken, nil, nil))
+	nodetest.MustUnauthorized(t, n2.Do("GET", adminTokensPath, n2.AdminToken, nil, nil))
 	nodetest.Must(t, n2.Do("GET", adminTokensPath, tok, nil, nil), http.StatusOK)
 }
 
@@ -119,7 +119,7 @@ func TestAdminTokenRefusals(t *testing.T) {
 	if again.Header.Get("Idempotent-Replayed") != "true" || again.JSON()["token"] != nil {
 		t.Fatalf("a replayed creation must not show the token again: %v %s", again.Header, again.Body)
 	}
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 	for _, tc := range []struct {
 		path   string
 		body   any
@@ -136,14 +136,14 @@ func TestAdminTokenRefusals(t *testing.T) {
 		{adminTokensPath + "/ops/revoke", map[string]any{}, http.StatusBadRequest, "invalid_request"},
 		{adminTokensPath + "/ops/revoke", map[string]any{"reason": strings.Repeat("r", 257)}, http.StatusBadRequest, "invalid_request"},
 	} {
-		ctRefused(t, n, before, n.Do("POST", tc.path, n.AdminToken, tc.body, nil), tc.status, tc.code)
+		n.MustRefuse(t, before, n.Do("POST", tc.path, n.AdminToken, tc.body, nil), tc.status, tc.code)
 	}
-	ctErr(t, n.Do("GET", adminTokensPath+"/nobody", n.AdminToken, nil, nil), http.StatusNotFound, "admin_token_not_found")
-	ctErr(t, n.Do("GET", adminTokensPath+"?x=1", n.AdminToken, nil, nil), http.StatusBadRequest, "invalid_request")
+	nodetest.MustError(t, n.Do("GET", adminTokensPath+"/nobody", n.AdminToken, nil, nil), http.StatusNotFound, "admin_token_not_found")
+	nodetest.MustError(t, n.Do("GET", adminTokensPath+"?x=1", n.AdminToken, nil, nil), http.StatusBadRequest, "invalid_request")
 
 	// A device token never reaches these routes.
 	d := n.RegisterDevice()
-	ctErr(t, n.Do("GET", adminTokensPath, d.Token, nil, nil), http.StatusForbidden, "wrong_credential_kind")
+	nodetest.MustError(t, n.Do("GET", adminTokensPath, d.Token, nil, nil), http.StatusForbidden, "wrong_credential_kind")
 }
 
 // GET /admin/log pages through the stored envelopes in seq order.
@@ -155,7 +155,7 @@ func TestRawLogPagesThroughEnvelopes(t *testing.T) {
 	var seqs []uint64
 	after := uint64(0)
 	for {
-		r := n.Do("GET", ctAdminPath+"/log?limit=2&after="+strconv.FormatUint(after, 10), n.AdminToken, nil, nil)
+		r := n.Do("GET", nodetest.AdminPath+"/log?limit=2&after="+strconv.FormatUint(after, 10), n.AdminToken, nil, nil)
 		nodetest.Must(t, r, http.StatusOK)
 		var page struct {
 			Envelopes []struct {
@@ -185,6 +185,6 @@ func TestRawLogPagesThroughEnvelopes(t *testing.T) {
 		t.Fatalf("pages gave seqs %v, head %d", seqs, n.Head())
 	}
 	for _, q := range []string{"?limit=0", "?limit=1001", "?after=-1", "?x=1"} {
-		ctErr(t, n.Do("GET", ctAdminPath+"/log"+q, n.AdminToken, nil, nil), http.StatusBadRequest, "invalid_request")
+		nodetest.MustError(t, n.Do("GET", nodetest.AdminPath+"/log"+q, n.AdminToken, nil, nil), http.StatusBadRequest, "invalid_request")
 	}
 }

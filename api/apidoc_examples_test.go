@@ -238,7 +238,8 @@ func (d *docRecorder) stream(n *nodetest.Node, reqName, ansName, path string, h 
 	d.record(ansName, d.renderAnswer(ansName, res.StatusCode, res.Header, got.Bytes()))
 }
 
-func tinyPNG(t *testing.T) []byte {
+// grayPNG is a 2×2 gray PNG (the example bodies of docs/api.md).
+func grayPNG(t *testing.T) []byte {
 	var b bytes.Buffer
 	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 2, 2))); err != nil {
 		t.Fatal(err)
@@ -246,7 +247,8 @@ func tinyPNG(t *testing.T) []byte {
 	return b.Bytes()
 }
 
-func tinyJPEG(t *testing.T) []byte {
+// grayJPEG is a 2×2 gray JPEG (the example bodies of docs/api.md).
+func grayJPEG(t *testing.T) []byte {
 	var b bytes.Buffer
 	if err := jpeg.Encode(&b, image.NewGray(image.Rect(0, 0, 2, 2)), nil); err != nil {
 		t.Fatal(err)
@@ -303,7 +305,7 @@ func liveExamples(t *testing.T) map[string]string {
 		map[string]any{"payload": map[string]any{"action": "open_url", "url": "https://example.com/a"}})
 	nodetest.Must(t, r, 201)
 	taskA := nodetest.Str(r.JSON(), "id")
-	img := tinyJPEG(t)
+	img := grayJPEG(t)
 	r = d.call(n, "put-reference-image.request", "put-reference-image.200", "PUT", A+"/tasks/"+taskA+"/reference-image", adm,
 		hdrs{{"Content-Type", "image/jpeg"}, {"Idempotency-Key", nodetest.NewKey()}}, img)
 	nodetest.Must(t, r, 200)
@@ -354,7 +356,7 @@ func liveExamples(t *testing.T) map[string]string {
 	r = d.call(n, "evidence.request", "evidence.201", "POST", D+"/tasks/"+taskA+"/evidence", devTok, hdrs{
 		{"Content-Type", "image/png"}, {"Idempotency-Key", nodetest.NewKey()}, {"X-Claim-Token", tok},
 		{"X-Claim-Generation", "1"}, {"X-Execution-Id", exec}, {"X-Evidence-Kind", "screenshot"},
-		{"X-Captured-At", "2026-12-01T09:01:00.750Z"}}, tinyPNG(t))
+		{"X-Captured-At", "2026-12-01T09:01:00.750Z"}}, grayPNG(t))
 	nodetest.Must(t, r, 201)
 	evID := nodetest.Str(r.JSON(), "evidence_id")
 	r = task("await-confirmation.request", "await-confirmation.200", taskA, "await-confirmation", tok,

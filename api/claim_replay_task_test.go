@@ -18,8 +18,8 @@ func TestClaimReplayReadsTheClaimedTask(t *testing.T) {
 	d := n.RegisterDevice()
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	id := n.CreateTask(map[string]any{"v": 1})
-	nodetest.Must(t, i4PutImage(n, id, i4TinyJPEG(t, 3), nodetest.NewKey()), http.StatusOK)
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/authorize", n.AdminToken,
+	nodetest.Must(t, putReferenceImage(n, id, tinyJPEG(t, 3), nodetest.NewKey()), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/tasks/"+id+"/authorize", n.AdminToken,
 		map[string]any{"expected_revision": 2, "ttl_seconds": 3600}, nil), http.StatusOK)
 
 	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
@@ -30,7 +30,7 @@ func TestClaimReplayReadsTheClaimedTask(t *testing.T) {
 		task["payload"].(map[string]any)["v"] != float64(1) {
 		t.Fatalf("claim answer: %s", first.Body)
 	}
-	ctReplayed(t, first, d.ClaimWith(key, tok))
+	nodetest.MustReplay(t, first, d.ClaimWith(key, tok))
 
 	if _, err := n.Snapshot(); err != nil {
 		t.Fatal(err)
@@ -40,10 +40,10 @@ func TestClaimReplayReadsTheClaimedTask(t *testing.T) {
 		t.Fatal("the restart did not load the snapshot")
 	}
 	d.N = n
-	ctReplayed(t, first, d.ClaimWith(key, tok))
+	nodetest.MustReplay(t, first, d.ClaimWith(key, tok))
 
 	n.Advance(n.Engine.Config().ClaimLease) // the claim lease expires; amend closes the stale claim
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+id+"/amend", n.AdminToken,
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/tasks/"+id+"/amend", n.AdminToken,
 		map[string]any{"expected_revision": 2, "payload": map[string]any{"v": 2}}, nil), http.StatusOK)
-	ctErr(t, d.ClaimWith(key, tok), http.StatusConflict, "claim_replay_expired")
+	nodetest.MustError(t, d.ClaimWith(key, tok), http.StatusConflict, "claim_replay_expired")
 }

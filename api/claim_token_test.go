@@ -6,7 +6,6 @@ package api_test
 // 400 claim_token_required.
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -21,66 +20,58 @@ import (
 	"taskledger/node/nodetest"
 )
 
-var i3HexToken = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var hexToken = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// i3ServerToken reads claim.token of a claim answer.
-func i3ServerToken(t *testing.T, r *nodetest.Resp) string {
+// serverToken reads claim.token of a claim answer.
+func serverToken(t *testing.T, r *nodetest.Resp) string {
 	t.Helper()
 	nodetest.Must(t, r, 200)
-	tok, _ := i3Obj(r.JSON(), "claim")["token"].(string)
-	if !i3HexToken.MatchString(tok) {
+	tok, _ := nodetest.Obj(r.JSON(), "claim")["token"].(string)
+	if !hexToken.MatchString(tok) {
 		t.Fatalf("claim.token %q is not 64 lowercase hex: %s", tok, r.Body)
 	}
 	return tok
 }
 
-// i3NoSecretIn fails if body holds the token or its SHA-256.
-func i3NoSecretIn(t *testing.T, what string, body []byte, tok string) {
-	t.Helper()
-	if bytes.Contains(body, []byte(tok)) || bytes.Contains(body, []byte(commands.HashToken(tok))) {
-		t.Fatalf("%s shows the claim token or its hash", what)
-	}
-}
-
 func TestServerIssuedTokenReplaysAcrossRestart(t *testing.T) {
-	secret := i3Secret(t)
-	n := nodetest.Start(t, i3WithSecret(secret))
-	d := i3ReadyDevice(t, n)
+	secret := nodetest.NewClaimSecret(t)
+	n := nodetest.Start(t, nodetest.WithClaimSecret(secret))
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
 	key := nodetest.NewKey()
-	tok := i3ServerToken(t, d.ClaimWith(key, ""))
+	tok := serverToken(t, d.ClaimWith(key, ""))
 
-	detail := i3Admin(n, "GET", "/tasks/"+id, nil)
-	if i3Obj(detail.JSON(), "claim")["token_origin"] != "server" {
+	detail := n.Admin("GET", "/tasks/"+id, nil)
+	if nodetest.Obj(detail.JSON(), "claim")["token_origin"] != "server" {
 		t.Fatalf("token_origin: %s", detail.Body)
 	}
-	i3NoSecretIn(t, "the task detail", detail.Body, tok)
-	i3NoSecretIn(t, "the task history", i3Admin(n, "GET", "/tasks/"+id+"/events", nil).Body, tok)
-	i3NoSecretIn(t, "the global log", i3Admin(n, "GET", "/events", nil).Body, tok)
+	nodetest.MustHoldNoSecret(t, "the task detail", detail.Body, tok)
+	nodetest.MustHoldNoSecret(t, "the task history", n.Admin("GET", "/tasks/"+id+"/events", nil).Body, tok)
+	nodetest.MustHoldNoSecret(t, "the global log", n.Admin("GET", "/events", nil).Body, tok)
 
 	r := d.ClaimWith(key, "")
-	if got := i3ServerToken(t, r); got != tok || r.Header.Get("Idempotent-Replayed") != "true" {
+	if got := serverToken(t, r); got != tok || r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay: token differs or not marked replayed")
 	}
 
-	n = n.Restart(i3WithSecret(secret))
+	n = n.Restart(nodetest.WithClaimSecret(secret))
 	d.N = n
 	head := n.Head()
 	r = d.ClaimWith(key, "")
-	if got := i3ServerToken(t, r); got != tok || r.Header.Get("Idempotent-Replayed") != "true" {
+	if got := serverToken(t, r); got != tok || r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay after restart: token differs or not marked replayed")
 	}
 	if n.Head() != head {
 		t.Fatal("a replay appended an event")
 	}
 	// The reproduced token is the claim's token.
-	nodetest.Must(t, i3Start(d, id, nodetest.NewClaimToken(), 1, 2), 403, "claim_token_mismatch")
-	nodetest.Must(t, i3Start(d, id, tok, 1, 2), 200)
+	nodetest.Must(t, d.Start(id, nodetest.NewClaimToken(), 1, 2), 403, "claim_token_mismatch")
+	nodetest.Must(t, d.Start(id, tok, 1, 2), 200)
 }
 
 func TestClaimTokenRequiredWithoutSecret(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	head := n.Head()
 	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), 400, "claim_token_required") // even with no task
 	if n.Head() != head {
@@ -98,23 +89,23 @@ func TestClaimTokenRequiredWithoutSecret(t *testing.T) {
 }
 
 func TestResumeServerIssuedClaim(t *testing.T) {
-	n := nodetest.Start(t, i3WithSecret(i3Secret(t)))
-	d := i3ReadyDevice(t, n)
+	n := nodetest.Start(t, nodetest.WithClaimSecret(nodetest.NewClaimSecret(t)))
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
 	first := d.ClaimWith(nodetest.NewKey(), "")
-	tok := i3ServerToken(t, first)
+	tok := serverToken(t, first)
 
 	// Same session, no X-Claim-Token: the same claim and token back.
 	r := d.ClaimWith(nodetest.NewKey(), "")
-	if got := i3ServerToken(t, r); got != tok {
+	if got := serverToken(t, r); got != tok {
 		t.Fatal("resume returned another token")
 	}
 	m := r.JSON()
 	if nodetest.Num(m, "claim_generation") != 1 || nodetest.Num(m, "version") != 2 ||
-		m["lease_expires_at"] != first.JSON()["lease_expires_at"] || nodetest.Str(i3Obj(m, "task"), "id") != id {
+		m["lease_expires_at"] != first.JSON()["lease_expires_at"] || nodetest.Str(nodetest.Obj(m, "task"), "id") != id {
 		t.Fatalf("resume: %s", r.Body)
 	}
-	evs := i3Events(t, n, id)
+	evs := n.Events(t, id)
 	if evs[len(evs)-1]["type"] != "task.claim_resumed" {
 		t.Fatalf("resume recorded %v", evs[len(evs)-1]["type"])
 	}
@@ -137,16 +128,16 @@ func TestResumeServerIssuedClaim(t *testing.T) {
 }
 
 func TestResumeClientIssuedClaimOnSecretServer(t *testing.T) {
-	n := nodetest.Start(t, i3WithSecret(i3Secret(t)))
-	d := i3ReadyDevice(t, n)
+	n := nodetest.Start(t, nodetest.WithClaimSecret(nodetest.NewClaimSecret(t)))
+	d := n.ReadyDevice(t)
 	n.CreateTask(nil)
-	_, tok, _ := i3Claim(t, d)
+	_, tok, _ := d.MustClaim(t)
 	// A client-issued claim resumes only with its own token; without one
 	// the server does not issue a token for it.
 	nodetest.Must(t, d.ClaimWith(nodetest.NewKey(), ""), 403, "claim_token_mismatch")
 	r := d.ClaimWith(nodetest.NewKey(), tok)
 	nodetest.Must(t, r, 200)
-	if _, has := i3Obj(r.JSON(), "claim")["token"]; has || strings.Contains(string(r.Body), tok) {
+	if _, has := nodetest.Obj(r.JSON(), "claim")["token"]; has || strings.Contains(string(r.Body), tok) {
 		t.Fatalf("a client-issued claim's answer carries a token: %s", r.Body)
 	}
 }
@@ -156,7 +147,7 @@ func TestResumeClientIssuedClaimOnSecretServer(t *testing.T) {
 // tokens; a device token cannot be chosen over HTTP, so this registers the
 // device through the sequencer with the hash the api would have computed.)
 func TestSecretEqualToADeviceTokenIsRefused(t *testing.T) {
-	secret := i3Secret(t)
+	secret := nodetest.NewClaimSecret(t)
 	for name, h := range map[string]string{
 		"hex text":      commands.HashToken(hex.EncodeToString(secret)),
 		"decoded bytes": commands.HashToken(string(secret)),
@@ -178,7 +169,7 @@ func TestSecretEqualToADeviceTokenIsRefused(t *testing.T) {
 			if _, err := open(secret); !errors.Is(err, node.ErrSecretReused) {
 				t.Fatalf("open with a secret equal to a device token: %v, want %v", err, node.ErrSecretReused)
 			}
-			nd, err := open(i3Secret(t))
+			nd, err := open(nodetest.NewClaimSecret(t))
 			if err != nil {
 				t.Fatalf("open with another secret: %v", err)
 			}

@@ -344,8 +344,8 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	f := &fleet{}
 	claim := func() (*nodetest.Device, string, string) {
 		id := n.CreateTask(map[string]any{"job": "demo", "n": 1})
-		d := ctReadyDevice(t, n)
-		got, tok, _ := ctClaim(t, d)
+		d := n.ReadyDevice(t)
+		got, tok, _ := d.MustClaim(t)
 		if got != id {
 			t.Fatalf("claimed %s, want the new task %s", got, id)
 		}
@@ -353,7 +353,7 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	}
 	started := func() (*nodetest.Device, string, string, string) {
 		d, id, tok := claim()
-		return d, id, tok, ctStart(t, d, id, tok, 1)
+		return d, id, tok, d.MustStart(t, id, tok, 1, 2)
 	}
 	body := func(ex string, v uint64, extra map[string]any) map[string]any {
 		m := map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": v}
@@ -379,7 +379,7 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 		nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "working"}, ""), http.StatusOK)
 	}
 	// The running task has a screenshot; the pending one a reference image.
-	nodetest.Must(t, n.Do("POST", "/api/v1/device/tasks/"+f.running+"/evidence", rd.Token, i4TinyPNG(t), map[string]string{
+	nodetest.Must(t, n.Do("POST", "/api/v1/device/tasks/"+f.running+"/evidence", rd.Token, tinyPNG(t), map[string]string{
 		"Idempotency-Key": nodetest.NewKey(), "X-Claim-Token": tok, "X-Claim-Generation": "1", "X-Execution-Id": ex,
 		"X-Evidence-Kind": "screenshot", "X-Captured-At": "2026-03-01T10:00:00.123Z", "Content-Type": "image/png"}), http.StatusCreated)
 	f.stopDev, f.stopMe, f.stopTok, f.stopExec = started()
@@ -389,10 +389,10 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 		beat(wd, wid, wtok, wex)
 	}
 	f.canceled = n.CreateTask(map[string]any{"job": "never"})
-	nodetest.Must(t, ctCancel(n, f.canceled), http.StatusOK)
+	nodetest.Must(t, n.Cancel(f.canceled), http.StatusOK)
 	f.cancelMe = n.CreateTask(map[string]any{"job": "to cancel"})
 	f.pending = n.CreateTask(map[string]any{"job": "waits", "nested": map[string]any{"a": []any{1, 2}}})
-	nodetest.Must(t, i4PutImage(n, f.pending, i4TinyJPEG(t, 7), ""), http.StatusOK)
+	nodetest.Must(t, putReferenceImage(n, f.pending, tinyJPEG(t, 7), ""), http.StatusOK)
 	// Let the "expired" execution's lease run out while the others live.
 	n.Advance(60 * time.Second)
 	f.keepAlive()
@@ -420,7 +420,7 @@ func TestConsoleInABrowser(t *testing.T) {
 			defer func() { // the next size's fleet claims its own new tasks
 				for _, id := range []string{f.pending, f.cancelMe, f.created} {
 					if id != "" {
-						ctCancel(n, id)
+						n.Cancel(id)
 					}
 				}
 			}()
@@ -520,7 +520,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.shot("confirm")
 	p.click("button", "Confirm")
 	p.waitFor("CANCELED", `document.querySelector('#task-body .state') && document.querySelector('#task-body .state').textContent === 'CANCELED'`)
-	if st, _ := ctState(n, f.cancelMe); st != "CANCELED" {
+	if st, _ := n.State(f.cancelMe); st != "CANCELED" {
 		t.Errorf("cancel: the server says %s", st)
 	}
 
@@ -551,7 +551,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.click("button", "Recover")
 	p.click("button", "Confirm")
 	p.waitFor("FAILED after recovery", `document.querySelector('#task-body .state').textContent === 'FAILED'`)
-	if st, _ := ctState(n, f.expired); st != "FAILED" {
+	if st, _ := n.State(f.expired); st != "FAILED" {
 		t.Errorf("recover: the server says %s", st)
 	}
 
@@ -583,7 +583,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.click("button", "Confirm")
 	p.waitFor("REVOKED", fmt.Sprintf(`document.querySelector('tr[data-device-id=%q]').innerText.includes('REVOKED')`, devID))
 	var dev map[string]any
-	if err := json.Unmarshal(n.Do("GET", ctAdminPath+"/devices/"+devID, n.AdminToken, nil, nil).Body, &dev); err != nil || dev["status"] != "REVOKED" {
+	if err := json.Unmarshal(n.Do("GET", nodetest.AdminPath+"/devices/"+devID, n.AdminToken, nil, nil).Body, &dev); err != nil || dev["status"] != "REVOKED" {
 		t.Errorf("revoke: the server says %v (%v)", dev["status"], err)
 	}
 	p.checkLayout("devices-after")

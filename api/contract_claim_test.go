@@ -8,22 +8,10 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// ctPresenceBody is a presence heartbeat reporting checks.
-func ctPresenceBody(d *nodetest.Device, checks map[string]bool) map[string]any {
+// presenceBody is a presence heartbeat reporting checks.
+func presenceBody(d *nodetest.Device, checks map[string]bool) map[string]any {
 	return map[string]any{"device_id": d.ID, "app_version": "1.4.2", "os_version": "Android 14",
 		"target_app_version": "7.1.0", "checks": checks}
-}
-
-// ctEventTypes returns the types of a task's events, in order.
-func ctEventTypes(t *testing.T, n *nodetest.Node, id string) []string {
-	t.Helper()
-	r := n.Do("GET", ctAdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
-	nodetest.Must(t, r, http.StatusOK)
-	var out []string
-	for _, e := range r.JSON()["events"].([]any) {
-		out = append(out, nodetest.Str(e.(map[string]any), "type"))
-	}
-	return out
 }
 
 // Presence older than the presence TTL (2 min; equality is expired), no
@@ -34,13 +22,13 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 	id := n.CreateTask(nil)
 	d := n.RegisterDevice()
 	h := n.Head()
-	ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	n.MustRefuse(t, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 
 	// Presence TTL boundary: exactly 2 minutes old is stale.
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	n.Advance(2 * time.Minute)
 	h = n.Head()
-	ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	n.MustRefuse(t, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 
 	// A default required check false, or not reported.
 	for _, checks := range []map[string]bool{
@@ -48,12 +36,12 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 		{"accessibility_connected": true},
 		{"something_else": true},
 	} {
-		r := n.Do("POST", ctPresence, d.Token, ctPresenceBody(d, checks), nil)
+		r := n.Do("POST", nodetest.Presence, d.Token, presenceBody(d, checks), nil)
 		nodetest.Must(t, r, http.StatusOK)
 		if m := r.JSON(); m["claimable"] != false || len(m["missing_checks"].([]any)) == 0 {
 			t.Fatalf("presence answer for %v: %s", checks, r.Body)
 		}
-		ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+		n.MustRefuse(t, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
 	}
 
 	// One second inside the TTL is fine.
@@ -61,22 +49,22 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 	n.Advance(2*time.Minute - time.Second)
 	r, _ := d.Claim()
 	nodetest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != id {
-		t.Fatalf("claimed %s", ctTaskOf(r))
+	if nodetest.ClaimedTask(r) != id {
+		t.Fatalf("claimed %s", nodetest.ClaimedTask(r))
 	}
 
 	// A device's own required checks replace the default.
 	e := n.RegisterDevice("camera_ok")
 	n.CreateTask(nil)
-	r = n.Do("POST", ctPresence, e.Token, ctPresenceBody(e, map[string]bool{"camera_ok": false, "accessibility_connected": true,
+	r = n.Do("POST", nodetest.Presence, e.Token, presenceBody(e, map[string]bool{"camera_ok": false, "accessibility_connected": true,
 		"target_app_installed": true}), nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); m["claimable"] != false || len(m["missing_checks"].([]any)) != 1 || m["missing_checks"].([]any)[0] != "camera_ok" {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
 	h = n.Head()
-	ctRefused(t, n, h, e.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
-	r = n.Do("POST", ctPresence, e.Token, ctPresenceBody(e, map[string]bool{"camera_ok": true}), nil)
+	n.MustRefuse(t, h, e.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusConflict, "device_not_ready")
+	r = n.Do("POST", nodetest.Presence, e.Token, presenceBody(e, map[string]bool{"camera_ok": true}), nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); m["claimable"] != true || len(m["missing_checks"].([]any)) != 0 {
 		t.Fatalf("presence answer: %s", r.Body)
@@ -84,10 +72,10 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 	r, _ = e.Claim()
 	nodetest.Must(t, r, http.StatusOK)
 	// An empty required list needs no check at all.
-	g := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "g", "required_checks": []string{}}, nil)
+	g := n.Do("POST", nodetest.AdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": nodetest.NewID(), "name": "g", "required_checks": []string{}}, nil)
 	nodetest.Must(t, g, http.StatusCreated)
-	gd := &nodetest.Device{N: n, ID: nodetest.Str(g.JSON(), "device_id"), Token: nodetest.Str(g.JSON(), "token"), Session: ctNewID()}
-	r = n.Do("POST", ctPresence, gd.Token, ctPresenceBody(gd, map[string]bool{"anything": false}), nil)
+	gd := &nodetest.Device{N: n, ID: nodetest.Str(g.JSON(), "device_id"), Token: nodetest.Str(g.JSON(), "token"), Session: nodetest.NewID()}
+	r = n.Do("POST", nodetest.Presence, gd.Token, presenceBody(gd, map[string]bool{"anything": false}), nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if r.JSON()["claimable"] != true {
 		t.Fatalf("device with no required checks: %s", r.Body)
@@ -101,13 +89,13 @@ func TestContractClaimDeviceNotReady(t *testing.T) {
 // same 409 and appends nothing). The device never gets a second task.
 func TestContractClaimSessionRule(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
 	b := n.CreateTask(nil)
 	first, tok := d.Claim()
 	nodetest.Must(t, first, http.StatusOK)
-	if ctTaskOf(first) != a {
-		t.Fatalf("claimed %s, want %s", ctTaskOf(first), a)
+	if nodetest.ClaimedTask(first) != a {
+		t.Fatalf("claimed %s, want %s", nodetest.ClaimedTask(first), a)
 	}
 
 	// Resume: same session, same token, new key.
@@ -120,59 +108,59 @@ func TestContractClaimSessionRule(t *testing.T) {
 		t.Fatalf("resume appended %d events, want 1", n.Head()-h)
 	}
 	fm, rm := first.JSON(), r.JSON()
-	if ctTaskOf(r) != a || nodetest.Num(rm, "claim_generation") != 1 || nodetest.Num(rm, "version") != 2 ||
+	if nodetest.ClaimedTask(r) != a || nodetest.Num(rm, "claim_generation") != 1 || nodetest.Num(rm, "version") != 2 ||
 		nodetest.Str(rm, "lease_expires_at") != nodetest.Str(fm, "lease_expires_at") || nodetest.Str(rm, "state") != "CLAIMED" {
 		t.Fatalf("resumed claim %s differs from %s", r.Body, first.Body)
 	}
 	if _, has := rm["claim"].(map[string]any)["token"]; has {
 		t.Fatalf("client-issued token echoed: %s", r.Body)
 	}
-	types := ctEventTypes(t, n, a)
+	types := n.EventTypes(t, a)
 	if types[len(types)-1] != "task.claim_resumed" {
 		t.Fatalf("events %v", types)
 	}
 
 	// Same session, another token.
 	h = n.Head()
-	ctRefused(t, n, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusForbidden, "claim_token_mismatch")
+	n.MustRefuse(t, h, d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()), http.StatusForbidden, "claim_token_mismatch")
 
 	// Another session: recorded claim_requires_manual.
-	sess, other := d.Session, ctNewID()
+	sess, other := d.Session, nodetest.NewID()
 	d.Session = other
 	mk := nodetest.NewKey()
 	man := d.ClaimWith(mk, tok)
-	ctErr(t, man, http.StatusConflict, "claim_requires_manual")
+	nodetest.MustError(t, man, http.StatusConflict, "claim_requires_manual")
 	if n.Head() != h+1 {
 		t.Fatalf("claim_requires_manual appended %d events, want 1", n.Head()-h)
 	}
 	h = n.Head()
-	ctReplayed(t, man, d.ClaimWith(mk, tok))
-	ctSame(t, n, h)
+	nodetest.MustReplay(t, man, d.ClaimWith(mk, tok))
+	n.MustUnchanged(t, h)
 	d.Session = sess
-	if st, v := ctState(n, a); st != "CLAIMED" || v != 2 {
+	if st, v := n.State(a); st != "CLAIMED" || v != 2 {
 		t.Fatalf("task %s v%d", st, v)
 	}
-	if st, _ := ctState(n, b); st != "PENDING" {
+	if st, _ := n.State(b); st != "PENDING" {
 		t.Fatalf("second task %s: the device got two tasks", st)
 	}
 
 	// Started: even the same session is refused.
-	ctStart(t, d, a, tok, 1)
+	d.MustStart(t, a, tok, 1, 2)
 	h = n.Head()
 	sk := nodetest.NewKey()
 	started := d.ClaimWith(sk, tok)
-	ctErr(t, started, http.StatusConflict, "claim_requires_manual")
+	nodetest.MustError(t, started, http.StatusConflict, "claim_requires_manual")
 	if n.Head() != h+1 {
 		t.Fatalf("claim_requires_manual appended %d events, want 1", n.Head()-h)
 	}
 	// The recorded refusal replays as recorded even once the cause is gone.
-	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
+	nodetest.Must(t, n.Cancel(a), http.StatusOK)
 	h = n.Head()
-	ctReplayed(t, started, d.ClaimWith(sk, tok))
+	nodetest.MustReplay(t, started, d.ClaimWith(sk, tok))
 	d.Session = other
-	ctReplayed(t, man, d.ClaimWith(mk, tok))
-	ctSame(t, n, h)
-	if st, _ := ctState(n, b); st != "PENDING" {
+	nodetest.MustReplay(t, man, d.ClaimWith(mk, tok))
+	n.MustUnchanged(t, h)
+	if st, _ := n.State(b); st != "PENDING" {
 		t.Fatalf("second task %s", st)
 	}
 }
@@ -183,10 +171,10 @@ func TestContractClaimSessionRule(t *testing.T) {
 func TestContractClaimSelectionOldest(t *testing.T) {
 	n := nodetest.Start(t)
 	var ids []string
-	unauth := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
+	unauth := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
 	nodetest.Must(t, unauth, http.StatusCreated)
 	canceled := n.CreateTask(map[string]any{"c": 1})
-	nodetest.Must(t, ctCancel(n, canceled), http.StatusOK)
+	nodetest.Must(t, n.Cancel(canceled), http.StatusOK)
 	for i := 0; i < 4; i++ {
 		ids = append(ids, n.CreateTask(map[string]any{"i": i}))
 		if i%2 == 0 {
@@ -195,12 +183,12 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 	}
 	devs := make([]*nodetest.Device, 5)
 	for i := range devs {
-		devs[i] = ctReadyDevice(t, n)
+		devs[i] = n.ReadyDevice(t)
 	}
 	got := []string{}
 	toks := []string{}
 	for _, d := range devs[:3] {
-		id, tok, _ := ctClaim(t, d)
+		id, tok, _ := d.MustClaim(t)
 		got = append(got, id)
 		toks = append(toks, tok)
 	}
@@ -211,11 +199,11 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 	}
 	// The oldest is released: it is next again, before ids[3].
 	nodetest.Must(t, devs[0].Call(ids[0], "release", toks[0], map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
-	id, _, r := ctClaim(t, devs[3])
+	id, _, r := devs[3].MustClaim(t)
 	if id != ids[0] || nodetest.Num(r.JSON(), "claim_generation") != 2 {
 		t.Fatalf("after release got %s, want %s gen 2", r.Body, ids[0])
 	}
-	id, _, _ = ctClaim(t, devs[4])
+	id, _, _ = devs[4].MustClaim(t)
 	if id != ids[3] {
 		t.Fatalf("got %s, want %s", id, ids[3])
 	}
@@ -224,8 +212,8 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 	nodetest.Must(t, r, http.StatusNoContent)
 	// Authorizing the old task makes it claimable (it is the oldest).
 	uid := nodetest.Str(unauth.JSON(), "id")
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/tasks/"+uid+"/authorize", n.AdminToken, map[string]any{"expected_revision": 1, "ttl_seconds": 900}, nil), http.StatusOK)
-	id, _, _ = ctClaim(t, devs[0])
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/tasks/"+uid+"/authorize", n.AdminToken, map[string]any{"expected_revision": 1, "ttl_seconds": 900}, nil), http.StatusOK)
+	id, _, _ = devs[0].MustClaim(t)
 	if id != uid {
 		t.Fatalf("got %s, want the newly authorized %s", id, uid)
 	}
@@ -237,17 +225,17 @@ func TestContractClaimSelectionOldest(t *testing.T) {
 // reports the ledger's open task and a mismatch with the device's view.
 func TestContractClaimOpenTaskBeforeReadiness(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
-	_, tok, first := ctClaim(t, d)
-	r := n.Do("POST", ctPresence, d.Token, ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true}), nil)
+	_, tok, first := d.MustClaim(t)
+	r := n.Do("POST", nodetest.Presence, d.Token, presenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true}), nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); nodetest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != true {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
-	body := ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
+	body := presenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
 	body["active_task_id"] = a
-	r = n.Do("POST", ctPresence, d.Token, body, nil)
+	r = n.Do("POST", nodetest.Presence, d.Token, body, nil)
 	if m := r.JSON(); nodetest.Str(m, "active_task_id") != a || m["active_task_mismatch"] != false {
 		t.Fatalf("presence answer: %s", r.Body)
 	}
@@ -255,17 +243,17 @@ func TestContractClaimOpenTaskBeforeReadiness(t *testing.T) {
 	n.Advance(3 * time.Minute) // presence stale, claim lease (10 min) alive
 	r = d.ClaimWith(nodetest.NewKey(), tok)
 	nodetest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != a || nodetest.Str(r.JSON(), "lease_expires_at") != nodetest.Str(first.JSON(), "lease_expires_at") {
+	if nodetest.ClaimedTask(r) != a || nodetest.Str(r.JSON(), "lease_expires_at") != nodetest.Str(first.JSON(), "lease_expires_at") {
 		t.Fatalf("resume with stale presence: %s", r.Body)
 	}
-	d.Session = ctNewID()
+	d.Session = nodetest.NewID()
 	r = d.ClaimWith(nodetest.NewKey(), tok)
-	ctErr(t, r, http.StatusConflict, "claim_requires_manual")
+	nodetest.MustError(t, r, http.StatusConflict, "claim_requires_manual")
 }
 
-// ctIsTime checks the wire format of every time: RFC 3339 UTC with exactly
+// isWireTime checks the wire format of every time: RFC 3339 UTC with exactly
 // three fractional digits.
-func ctIsTime(s string) bool {
+func isWireTime(s string) bool {
 	_, err := time.Parse("2006-01-02T15:04:05.000Z", s)
 	return err == nil && len(s) == len("2026-11-30T08:15:00.123Z")
 }
@@ -278,13 +266,13 @@ func ctIsTime(s string) bool {
 func TestContractClaimAnswerShape(t *testing.T) {
 	n := nodetest.Start(t)
 	d := n.RegisterDevice()
-	body := ctPresenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
+	body := presenceBody(d, map[string]bool{"accessibility_connected": true, "target_app_installed": true})
 	body["active_task_id"], body["client_time"] = nil, nil
-	p := n.Do("POST", ctPresence, d.Token, body, nil)
+	p := n.Do("POST", nodetest.Presence, d.Token, body, nil)
 	nodetest.Must(t, p, http.StatusOK)
 	pm := p.JSON()
 	if pm["claimable"] != true || pm["active_task_id"] != nil || pm["active_task_mismatch"] != false ||
-		!ctIsTime(nodetest.Str(pm, "server_time")) || !ctIsTime(nodetest.Str(pm, "presence_expires_at")) {
+		!isWireTime(nodetest.Str(pm, "server_time")) || !isWireTime(nodetest.Str(pm, "presence_expires_at")) {
 		t.Fatalf("presence answer: %s", p.Body)
 	}
 	a := n.CreateTask(map[string]any{"k": "v", "n": 2})
@@ -292,18 +280,18 @@ func TestContractClaimAnswerShape(t *testing.T) {
 	nodetest.Must(t, r, http.StatusOK)
 	m := r.JSON()
 	task, claim := m["task"].(map[string]any), m["claim"].(map[string]any)
-	if len(task) != 4 || nodetest.Str(task, "id") != a || nodetest.Num(task, "revision") != 1 || !ctIsTime(nodetest.Str(task, "created_at")) {
+	if len(task) != 4 || nodetest.Str(task, "id") != a || nodetest.Num(task, "revision") != 1 || !isWireTime(nodetest.Str(task, "created_at")) {
 		t.Fatalf("task: %v", task)
 	}
 	if pl := task["payload"].(map[string]any); pl["k"] != "v" || pl["n"] != float64(2) {
 		t.Fatalf("payload: %v", pl)
 	}
 	if len(claim) != 4 || nodetest.Num(claim, "generation") != 1 || nodetest.Str(claim, "session_id") != d.Session ||
-		!ctIsTime(nodetest.Str(claim, "lease_expires_at")) || !ctIsTime(nodetest.Str(claim, "authorization_expires_at")) {
+		!isWireTime(nodetest.Str(claim, "lease_expires_at")) || !isWireTime(nodetest.Str(claim, "authorization_expires_at")) {
 		t.Fatalf("claim: %v", claim)
 	}
 	if len(m) != 7 || nodetest.Str(m, "state") != "CLAIMED" || nodetest.Num(m, "version") != 2 || nodetest.Num(m, "claim_generation") != 1 ||
-		!ctIsTime(nodetest.Str(m, "server_time")) || nodetest.Str(m, "lease_expires_at") != nodetest.Str(claim, "lease_expires_at") {
+		!isWireTime(nodetest.Str(m, "server_time")) || nodetest.Str(m, "lease_expires_at") != nodetest.Str(claim, "lease_expires_at") {
 		t.Fatalf("claim answer: %s", r.Body)
 	}
 }

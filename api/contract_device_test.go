@@ -9,8 +9,8 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// ctBadKeys are malformed Idempotency-Key values.
-var ctBadKeys = []string{
+// badIdemKeys are malformed Idempotency-Key values.
+var badIdemKeys = []string{
 	"nope",
 	"6BA7B810-9DAD-41D1-80B4-00C04FD430C8",   // uppercase v4
 	"6ba7b810-9dad-11d1-80b4-00c04fd430c8",   // version 1
@@ -27,61 +27,61 @@ var ctBadKeys = []string{
 // invalid_idempotency_key, nothing appended.
 func TestContractIdempotencyKeyRequired(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	n.CreateTask(nil)
-	id, tok, _ := ctClaim(t, d)
-	u := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
+	id, tok, _ := d.MustClaim(t)
+	u := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
 	nodetest.Must(t, u, http.StatusCreated)
 	uid := nodetest.Str(u.JSON(), "id")
 	call := `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`
 	type route struct{ path, token, body string }
 	routes := []route{
-		{ctClaimNext, d.Token, `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`},
-		{ctDevicePath + "/tasks/" + id + "/start", d.Token, call},
-		{ctDevicePath + "/tasks/" + id + "/release", d.Token, call},
-		{ctDevicePath + "/tasks/" + id + "/heartbeat", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"execution_id":"` + ctNewID() + `","step":"s"}`},
-		{ctDevicePath + "/tasks/" + id + "/cancel-ack", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"execution_id":"` + ctNewID() + `","expected_version":3}`},
-		{ctAdminPath + "/tasks", n.AdminToken, `{"payload":{"a":1}}`},
-		{ctAdminPath + "/devices", n.AdminToken, `{"owner_id":"` + ctNewID() + `","name":"x"}`},
-		{ctAdminPath + "/tasks/" + uid + "/authorize", n.AdminToken, `{"expected_revision":1,"ttl_seconds":3600}`},
-		{ctAdminPath + "/tasks/" + id + "/cancel", n.AdminToken, `{"reason":"x"}`},
+		{nodetest.ClaimNext, d.Token, `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`},
+		{nodetest.DevicePath + "/tasks/" + id + "/start", d.Token, call},
+		{nodetest.DevicePath + "/tasks/" + id + "/release", d.Token, call},
+		{nodetest.DevicePath + "/tasks/" + id + "/heartbeat", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"execution_id":"` + nodetest.NewID() + `","step":"s"}`},
+		{nodetest.DevicePath + "/tasks/" + id + "/cancel-ack", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"execution_id":"` + nodetest.NewID() + `","expected_version":3}`},
+		{nodetest.AdminPath + "/tasks", n.AdminToken, `{"payload":{"a":1}}`},
+		{nodetest.AdminPath + "/devices", n.AdminToken, `{"owner_id":"` + nodetest.NewID() + `","name":"x"}`},
+		{nodetest.AdminPath + "/tasks/" + uid + "/authorize", n.AdminToken, `{"expected_revision":1,"ttl_seconds":3600}`},
+		{nodetest.AdminPath + "/tasks/" + id + "/cancel", n.AdminToken, `{"reason":"x"}`},
 	}
 	before := n.Head()
 	for _, rt := range routes {
-		for _, k := range append([]string{""}, ctBadKeys...) {
+		for _, k := range append([]string{""}, badIdemKeys...) {
 			h := map[string]string{"Content-Type": "application/json", "X-Claim-Token": tok}
 			if k != "" {
 				h["Idempotency-Key"] = k
 			}
-			r := ctRaw(t, n, "POST", rt.path, rt.token, []byte(rt.body), false, h)
+			r := n.Raw(t, "POST", rt.path, rt.token, []byte(rt.body), false, h)
 			if r.Status != 400 || r.Code() != "invalid_idempotency_key" {
 				t.Errorf("%s with key %q: want 400 invalid_idempotency_key, got %d %s", rt.path, k, r.Status, r.Body)
 			}
 		}
 		// Two keys are not one key.
 		req := map[string]string{"Content-Type": "application/json", "X-Claim-Token": tok}
-		r := ctRawMulti(t, n, rt.path, rt.token, rt.body, req, "Idempotency-Key", nodetest.NewKey(), nodetest.NewKey())
+		r := rawMultiHeader(t, n, rt.path, rt.token, rt.body, req, "Idempotency-Key", nodetest.NewKey(), nodetest.NewKey())
 		if r.Status != 400 || r.Code() != "invalid_idempotency_key" {
 			t.Errorf("%s with two keys: want 400 invalid_idempotency_key, got %d %s", rt.path, r.Status, r.Body)
 		}
 	}
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 
 	// A key sent to the presence heartbeat or the test clock is ignored,
 	// even a malformed one.
-	for _, k := range ctBadKeys[:3] {
-		r := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "1",
+	for _, k := range badIdemKeys[:3] {
+		r := n.Do("POST", nodetest.Presence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "1",
 			"target_app_version": "1", "checks": map[string]bool{"a": true}}, map[string]string{"Idempotency-Key": k})
 		nodetest.Must(t, r, http.StatusOK)
-		r = n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1}, map[string]string{"Idempotency-Key": k})
+		r = n.Do("POST", nodetest.AdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1}, map[string]string{"Idempotency-Key": k})
 		nodetest.Must(t, r, http.StatusOK)
 	}
-	r := ctRaw(t, n, "POST", ctAdminPath+"/test-clock/advance", n.AdminToken, []byte(`{"seconds":1}`), false, map[string]string{"Content-Type": "application/json"})
+	r := n.Raw(t, "POST", nodetest.AdminPath+"/test-clock/advance", n.AdminToken, []byte(`{"seconds":1}`), false, map[string]string{"Content-Type": "application/json"})
 	nodetest.Must(t, r, http.StatusOK)
 }
 
-// ctRawMulti sends a POST whose header name carries several values.
-func ctRawMulti(t *testing.T, n *nodetest.Node, path, token, body string, headers map[string]string, name string, values ...string) *nodetest.Resp {
+// rawMultiHeader sends a POST whose header name carries several values.
+func rawMultiHeader(t *testing.T, n *nodetest.Node, path, token, body string, headers map[string]string, name string, values ...string) *nodetest.Resp {
 	t.Helper()
 	req, err := http.NewRequest("POST", n.URL+path, bytes.NewReader([]byte(body)))
 	if err != nil {
@@ -104,8 +104,8 @@ func ctRawMulti(t *testing.T, n *nodetest.Node, path, token, body string, header
 	return &nodetest.Resp{Status: res.StatusCode, Header: res.Header, Body: buf.Bytes()}
 }
 
-// ctBadClaimTokens are malformed X-Claim-Token values.
-var ctBadClaimTokens = []string{
+// badClaimTokens are malformed X-Claim-Token values.
+var badClaimTokens = []string{
 	"x",
 	strings.Repeat("A", 42),
 	strings.Repeat("A", 44),
@@ -127,47 +127,47 @@ var ctBadClaimTokens = []string{
 // Nothing is appended by any of them.
 func TestContractClaimTokenHeader(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	n.CreateTask(nil)
 	before := n.Head()
 
 	// claim-next without a token: the default test node has no secret.
 	r := d.ClaimWith(nodetest.NewKey(), "")
-	ctRefused(t, n, before, r, http.StatusBadRequest, "claim_token_required")
-	for _, tok := range ctBadClaimTokens { // a 64-hex token is well-formed: decisions.md D8
+	n.MustRefuse(t, before, r, http.StatusBadRequest, "claim_token_required")
+	for _, tok := range badClaimTokens { // a 64-hex token is well-formed: decisions.md D8
 		r := d.ClaimWith(nodetest.NewKey(), tok)
-		ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
+		n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_claim_token")
 	}
 	body := `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`
-	r = ctRawMulti(t, n, ctClaimNext, d.Token, body, ctJSONHeaders(nil), "X-Claim-Token", nodetest.NewClaimToken(), nodetest.NewClaimToken())
-	ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
+	r = rawMultiHeader(t, n, nodetest.ClaimNext, d.Token, body, nodetest.JSONHeaders(nil), "X-Claim-Token", nodetest.NewClaimToken(), nodetest.NewClaimToken())
+	n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_claim_token")
 
-	id, tok, _ := ctClaim(t, d)
+	id, tok, _ := d.MustClaim(t)
 	before = n.Head()
 	call := map[string]any{"claim_generation": 1, "expected_version": 2}
 	for _, op := range []string{"start", "release"} {
 		r := d.Call(id, op, "", call, "")
-		ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
-		for _, bad := range ctBadClaimTokens {
+		n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_claim_token")
+		for _, bad := range badClaimTokens {
 			r := d.Call(id, op, bad, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-			ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
+			n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_claim_token")
 		}
-		r = ctRawMulti(t, n, ctDevicePath+"/tasks/"+id+"/"+op, d.Token, `{"device_id":"`+d.ID+`","claim_generation":1,"expected_version":2}`,
-			ctJSONHeaders(nil), "X-Claim-Token", tok, tok)
-		ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_claim_token")
+		r = rawMultiHeader(t, n, nodetest.DevicePath+"/tasks/"+id+"/"+op, d.Token, `{"device_id":"`+d.ID+`","claim_generation":1,"expected_version":2}`,
+			nodetest.JSONHeaders(nil), "X-Claim-Token", tok, tok)
+		n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_claim_token")
 	}
 	for _, op := range []string{"heartbeat", "cancel-ack"} {
-		b := map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "step": "s"}
+		b := map[string]any{"claim_generation": 1, "execution_id": nodetest.NewID(), "step": "s"}
 		if op == "cancel-ack" {
-			b = map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "expected_version": 3}
+			b = map[string]any{"claim_generation": 1, "execution_id": nodetest.NewID(), "expected_version": 3}
 		}
-		ctRefused(t, n, before, d.Call(id, op, "", b, ""), http.StatusBadRequest, "invalid_claim_token")
-		ctRefused(t, n, before, d.Call(id, op, "short", b, ""), http.StatusBadRequest, "invalid_claim_token")
+		n.MustRefuse(t, before, d.Call(id, op, "", b, ""), http.StatusBadRequest, "invalid_claim_token")
+		n.MustRefuse(t, before, d.Call(id, op, "short", b, ""), http.StatusBadRequest, "invalid_claim_token")
 	}
 	// A well-formed server-issued form is no format error on a task call:
 	// it is simply not this claim's token.
 	r = d.Call(id, "start", strings.Repeat("a", 64), map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	ctRefused(t, n, before, r, http.StatusForbidden, "claim_token_mismatch")
+	n.MustRefuse(t, before, r, http.StatusForbidden, "claim_token_mismatch")
 	nodetest.Must(t, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
 }
 
@@ -175,38 +175,38 @@ func TestContractClaimTokenHeader(t *testing.T) {
 // device_mismatch on every device route, nothing appended.
 func TestContractDeviceMismatch(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	e := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	e := n.ReadyDevice(t)
 	n.CreateTask(nil)
-	id, tok, _ := ctClaim(t, d)
+	id, tok, _ := d.MustClaim(t)
 	before := n.Head()
-	r := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": e.ID, "app_version": "1", "os_version": "1",
+	r := n.Do("POST", nodetest.Presence, d.Token, map[string]any{"device_id": e.ID, "app_version": "1", "os_version": "1",
 		"target_app_version": "1", "checks": map[string]bool{"a": true}}, nil)
-	ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
-	r = n.Do("POST", ctClaimNext, d.Token, map[string]any{"device_id": e.ID, "session_id": d.Session},
+	n.MustRefuse(t, before, r, http.StatusForbidden, "device_mismatch")
+	r = n.Do("POST", nodetest.ClaimNext, d.Token, map[string]any{"device_id": e.ID, "session_id": d.Session},
 		map[string]string{"X-Claim-Token": nodetest.NewClaimToken()})
-	ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
+	n.MustRefuse(t, before, r, http.StatusForbidden, "device_mismatch")
 	for _, op := range []string{"start", "release"} {
-		r = n.Do("POST", ctDevicePath+"/tasks/"+id+"/"+op, d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
+		r = n.Do("POST", nodetest.DevicePath+"/tasks/"+id+"/"+op, d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
 			"expected_version": 2}, map[string]string{"X-Claim-Token": tok})
-		ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
+		n.MustRefuse(t, before, r, http.StatusForbidden, "device_mismatch")
 		// The owner of the task naming itself, with the other device's bearer.
-		r = n.Do("POST", ctDevicePath+"/tasks/"+id+"/"+op, e.Token, map[string]any{"device_id": d.ID, "claim_generation": 1,
+		r = n.Do("POST", nodetest.DevicePath+"/tasks/"+id+"/"+op, e.Token, map[string]any{"device_id": d.ID, "claim_generation": 1,
 			"expected_version": 2}, map[string]string{"X-Claim-Token": tok})
-		ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
+		n.MustRefuse(t, before, r, http.StatusForbidden, "device_mismatch")
 	}
-	r = n.Do("POST", ctDevicePath+"/tasks/"+id+"/heartbeat", d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
-		"execution_id": ctNewID(), "step": "s"}, map[string]string{"X-Claim-Token": tok})
-	ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
+	r = n.Do("POST", nodetest.DevicePath+"/tasks/"+id+"/heartbeat", d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
+		"execution_id": nodetest.NewID(), "step": "s"}, map[string]string{"X-Claim-Token": tok})
+	n.MustRefuse(t, before, r, http.StatusForbidden, "device_mismatch")
 	// The body is checked before the task: the same answer whether the
 	// task exists, does not exist or is not even a UUID.
-	for _, tid := range []string{ctNewID(), "not-a-task"} {
-		r = n.Do("POST", ctDevicePath+"/tasks/"+tid+"/start", d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
+	for _, tid := range []string{nodetest.NewID(), "not-a-task"} {
+		r = n.Do("POST", nodetest.DevicePath+"/tasks/"+tid+"/start", d.Token, map[string]any{"device_id": e.ID, "claim_generation": 1,
 			"expected_version": 2}, map[string]string{"X-Claim-Token": tok})
-		ctRefused(t, n, before, r, http.StatusForbidden, "device_mismatch")
+		n.MustRefuse(t, before, r, http.StatusForbidden, "device_mismatch")
 	}
 	// d still holds its task.
-	if st, _ := ctState(n, id); st != "CLAIMED" {
+	if st, _ := n.State(id); st != "CLAIMED" {
 		t.Fatalf("state %s", st)
 	}
 }
@@ -216,16 +216,16 @@ func TestContractDeviceMismatch(t *testing.T) {
 // longer holds): nothing about the task leaks.
 func TestContractClaimNotFoundIdentical(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	e := ctReadyDevice(t, n)
-	f := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	e := n.ReadyDevice(t)
+	f := n.ReadyDevice(t)
 	n.CreateTask(nil)
 	n.CreateTask(nil)
 	n.CreateTask(nil)
-	claimedByE, etok, _ := ctClaim(t, e)
-	runningOfF, ftok, _ := ctClaim(t, f)
-	fex := ctStart(t, f, runningOfF, ftok, 1)
-	released, dtok, _ := ctClaim(t, d)
+	claimedByE, etok, _ := e.MustClaim(t)
+	runningOfF, ftok, _ := f.MustClaim(t)
+	fex := f.MustStart(t, runningOfF, ftok, 1, 2)
+	released, dtok, _ := d.MustClaim(t)
 	nodetest.Must(t, d.Call(released, "release", dtok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusOK)
 	pending := n.CreateTask(nil) // never claimed by d (d released and holds nothing)
 	// release gave back the older task; make d hold nothing while pending exists
@@ -233,7 +233,7 @@ func TestContractClaimNotFoundIdentical(t *testing.T) {
 	before := n.Head()
 	type target struct{ name, id, tok string }
 	targets := []target{
-		{"no such task", ctNewID(), nodetest.NewClaimToken()},
+		{"no such task", nodetest.NewID(), nodetest.NewClaimToken()},
 		{"claimed by another device (its token)", claimedByE, etok},
 		{"claimed by another device (own token)", claimedByE, dtok},
 		{"running on another device", runningOfF, ftok},
@@ -255,7 +255,7 @@ func TestContractClaimNotFoundIdentical(t *testing.T) {
 				b[k] = v
 			}
 			r := d.Call(tg.id, op, tg.tok, b, "")
-			ctRefused(t, n, before, r, http.StatusNotFound, "claim_not_found")
+			n.MustRefuse(t, before, r, http.StatusNotFound, "claim_not_found")
 			if ref == nil {
 				ref = r.Body
 			} else if !bytes.Equal(ref, r.Body) {
@@ -264,10 +264,10 @@ func TestContractClaimNotFoundIdentical(t *testing.T) {
 		}
 	}
 	// The holders are unaffected.
-	if st, _ := ctState(n, claimedByE); st != "CLAIMED" {
+	if st, _ := n.State(claimedByE); st != "CLAIMED" {
 		t.Fatalf("state %s", st)
 	}
-	if st, _ := ctState(n, runningOfF); st != "RUNNING" {
+	if st, _ := n.State(runningOfF); st != "RUNNING" {
 		t.Fatalf("state %s", st)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// ctJSONRoute is a JSON route with a valid body split as {first,rest}, so
+// jsonRoute is a JSON route with a valid body split as {first,rest}, so
 // that generic mutations (duplicate and case-variant keys, unknown and
 // server-owned fields, trailing data, missing field) can be built.
-type ctJSONRoute struct {
+type jsonRoute struct {
 	name    string
 	path    string
 	token   string
@@ -24,7 +24,7 @@ type ctJSONRoute struct {
 	ok      int // status of the valid body
 }
 
-func (r ctJSONRoute) valid() string {
+func (r jsonRoute) valid() string {
 	if r.rest == "" {
 		return "{" + r.first + "}"
 	}
@@ -32,7 +32,7 @@ func (r ctJSONRoute) valid() string {
 }
 
 // invalid returns every generic invalid variant of the route's body.
-func (r ctJSONRoute) invalid() map[string]string {
+func (r jsonRoute) invalid() map[string]string {
 	v := r.valid()
 	inner := strings.TrimSuffix(strings.TrimPrefix(v, "{"), "}")
 	out := map[string]string{
@@ -76,14 +76,14 @@ func (r ctJSONRoute) invalid() map[string]string {
 // accepted, which proves the refusals came from the invalid parts.
 func TestContractStrictJSON(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	d2 := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	d2 := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
-	_, tok, _ := ctClaim(t, d)
+	_, tok, _ := d.MustClaim(t)
 	n.CreateTask(nil)
-	b, tok2, _ := ctClaim(t, d2)
-	ex := ctStart(t, d2, b, tok2, 1)
-	unauthorized := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
+	b, tok2, _ := d2.MustClaim(t)
+	ex := d2.MustStart(t, b, tok2, 1, 2)
+	unauthorized := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"u": 1}}, nil)
 	nodetest.Must(t, unauthorized, http.StatusCreated)
 	u := nodetest.Str(unauthorized.JSON(), "id")
 	canceled := n.CreateTask(map[string]any{"c": 1})
@@ -115,7 +115,7 @@ func TestContractStrictJSON(t *testing.T) {
 		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":{"A":true}}`,
 		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":{"a":true,"a":true}}`,
 		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":{"` + strings.Repeat("c", 33) + `":true}}`,
-		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":` + ctManyChecks(17) + `}`,
+		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":` + manyChecks(17) + `}`,
 		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":{"a":true},"active_task_id":"` + upper(a) + `"}`,
 		`{"device_id":"` + D + `","app_version":"1","os_version":"x","target_app_version":"7.1.0","checks":{"a":true},"active_task_id":5}`,
 	}
@@ -174,7 +174,7 @@ func TestContractStrictJSON(t *testing.T) {
 		`{"payload":{"a":1},"authorize":{"ttl_seconds":3600,"x":1}}`,
 		`{"payload":{"a":1},"authorize":{"ttl_seconds":3600,"expires_at":"2030-01-01T00:00:00Z"}}`,
 		`{"payload":{"a":1},"authorize":{}}`,
-		`{"payload":{"a":1},"id":"` + ctNewID() + `"}`,
+		`{"payload":{"a":1},"id":"` + nodetest.NewID() + `"}`,
 		`{"payload":{"a":1},"version":1}`,
 		`{"payload":{"big":"` + strings.Repeat("p", 16<<10) + `"}}`,
 	}
@@ -190,7 +190,7 @@ func TestContractStrictJSON(t *testing.T) {
 		`{"owner_id":"` + D + `","name":"x","required_checks":[1]}`,
 		`{"owner_id":"` + D + `","name":"x","required_checks":["Bad"]}`,
 		`{"owner_id":"` + D + `","name":"x","required_checks":["a","a"]}`,
-		`{"owner_id":"` + D + `","name":"x","required_checks":` + ctManyNames(17) + `}`,
+		`{"owner_id":"` + D + `","name":"x","required_checks":` + manyNames(17) + `}`,
 		`{"owner_id":"` + D + `","name":"x","required_checks":null}`,
 		`{"owner_id":"` + D + `","name":"x","token":"tldev_` + strings.Repeat("A", 43) + `"}`,
 		`{"owner_id":"` + D + `","name":"x","device_id":"` + D + `"}`,
@@ -214,31 +214,31 @@ func TestContractStrictJSON(t *testing.T) {
 	}
 	advanceBad := []string{`{"seconds":0}`, `{"seconds":86401}`, `{"seconds":"60"}`, `{"seconds":1.5}`, `{"seconds":-5}`, `{}`}
 
-	routes := []ctJSONRoute{
-		{name: "presence", path: ctPresence, token: d.Token, first: `"device_id":"` + D + `"`, variant: `"Device_ID":"` + D + `"`,
+	routes := []jsonRoute{
+		{name: "presence", path: nodetest.Presence, token: d.Token, first: `"device_id":"` + D + `"`, variant: `"Device_ID":"` + D + `"`,
 			rest: presenceRest, bad: presenceBad, limit: 4096, ok: 200},
-		{name: "claim-next", path: ctClaimNext, token: d.Token, headers: map[string]string{"X-Claim-Token": tok},
+		{name: "claim-next", path: nodetest.ClaimNext, token: d.Token, headers: map[string]string{"X-Claim-Token": tok},
 			first: `"device_id":"` + D + `"`, variant: `"DEVICE_ID":"` + D + `"`, rest: `"session_id":"` + S + `"`, bad: claimBad, limit: 4096, ok: 200},
-		{name: "start", path: ctDevicePath + "/tasks/" + a + "/start", token: d.Token, headers: map[string]string{"X-Claim-Token": tok},
+		{name: "start", path: nodetest.DevicePath + "/tasks/" + a + "/start", token: d.Token, headers: map[string]string{"X-Claim-Token": tok},
 			first: `"device_id":"` + D + `"`, variant: `"Device_Id":"` + D + `"`, rest: startRest, bad: startBad, limit: 4096, ok: 200},
-		{name: "heartbeat", path: ctDevicePath + "/tasks/" + b + "/heartbeat", token: d2.Token, headers: map[string]string{"X-Claim-Token": tok2},
+		{name: "heartbeat", path: nodetest.DevicePath + "/tasks/" + b + "/heartbeat", token: d2.Token, headers: map[string]string{"X-Claim-Token": tok2},
 			first: `"device_id":"` + D2 + `"`, variant: `"device_ID":"` + D2 + `"`, rest: hbRest, bad: hbBad, limit: 4096, ok: 200},
-		{name: "create task", path: ctAdminPath + "/tasks", token: n.AdminToken,
+		{name: "create task", path: nodetest.AdminPath + "/tasks", token: n.AdminToken,
 			first: `"payload":{"a":1}`, variant: `"Payload":{"a":1}`, rest: createRest, bad: createBad, limit: 64 << 10, ok: 201},
-		{name: "register device", path: ctAdminPath + "/devices", token: n.AdminToken,
+		{name: "register device", path: nodetest.AdminPath + "/devices", token: n.AdminToken,
 			first: `"owner_id":"` + D + `"`, variant: `"Owner_ID":"` + D + `"`, rest: regRest, bad: regBad, limit: 64 << 10, ok: 201},
-		{name: "authorize", path: ctAdminPath + "/tasks/" + u + "/authorize", token: n.AdminToken,
+		{name: "authorize", path: nodetest.AdminPath + "/tasks/" + u + "/authorize", token: n.AdminToken,
 			first: `"expected_revision":1`, variant: `"Expected_Revision":1`, rest: `"ttl_seconds":3600`, bad: authBad, limit: 64 << 10, ok: 200},
-		{name: "cancel", path: ctAdminPath + "/tasks/" + canceled + "/cancel", token: n.AdminToken,
+		{name: "cancel", path: nodetest.AdminPath + "/tasks/" + canceled + "/cancel", token: n.AdminToken,
 			first: `"reason":"stop"`, variant: `"REASON":"stop"`, rest: `"expected_version":1`, bad: cancelBad, limit: 64 << 10, ok: 200},
-		{name: "advance", path: ctAdminPath + "/test-clock/advance", token: n.AdminToken,
+		{name: "advance", path: nodetest.AdminPath + "/test-clock/advance", token: n.AdminToken,
 			first: `"seconds":1`, variant: `"Seconds":1`, bad: advanceBad, limit: 64 << 10, ok: 200},
 	}
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {
 			before := n.Head()
 			send := func(body string) *nodetest.Resp {
-				return ctRaw(t, n, "POST", rt.path, rt.token, []byte(body), false, ctJSONHeaders(rt.headers))
+				return n.Raw(t, "POST", rt.path, rt.token, []byte(body), false, nodetest.JSONHeaders(rt.headers))
 			}
 			for name, body := range rt.invalid() {
 				r := send(body)
@@ -252,7 +252,7 @@ func TestContractStrictJSON(t *testing.T) {
 					t.Errorf("%q: want 400 invalid_request, got %d %s", body, r.Status, r.Body)
 				}
 			}
-			ctSame(t, n, before)
+			n.MustUnchanged(t, before)
 			// The valid body (with trailing whitespace, allowed) is accepted.
 			r := send(rt.valid() + " \r\n\t")
 			nodetest.Must(t, r, rt.ok)
@@ -260,7 +260,7 @@ func TestContractStrictJSON(t *testing.T) {
 	}
 }
 
-func ctManyChecks(k int) string {
+func manyChecks(k int) string {
 	parts := []string{}
 	for i := 0; i < k; i++ {
 		parts = append(parts, `"c`+string(rune('a'+i))+`":true`)
@@ -268,7 +268,7 @@ func ctManyChecks(k int) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-func ctManyNames(k int) string {
+func manyNames(k int) string {
 	parts := []string{}
 	for i := 0; i < k; i++ {
 		parts = append(parts, `"c`+string(rune('a'+i))+`"`)
@@ -276,9 +276,9 @@ func ctManyNames(k int) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
-// ctPad pads a JSON object with spaces before its closing brace to
+// padBody pads a JSON object with spaces before its closing brace to
 // exactly size bytes.
-func ctPad(t *testing.T, body string, size int) []byte {
+func padBody(t *testing.T, body string, size int) []byte {
 	t.Helper()
 	if len(body) > size {
 		t.Fatalf("body longer than %d", size)
@@ -291,20 +291,20 @@ func ctPad(t *testing.T, body string, size int) []byte {
 // appended. Media type validation comes before any state check.
 func TestContractContentType(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	n.CreateTask(nil)
-	id, tok, _ := ctClaim(t, d)
+	id, tok, _ := d.MustClaim(t)
 	presence := `{"device_id":"` + d.ID + `","app_version":"1","os_version":"1","target_app_version":"1","checks":{"accessibility_connected":true,"target_app_installed":true}}`
 	type route struct{ path, token, body string }
 	routes := []route{
-		{ctPresence, d.Token, presence},
-		{ctClaimNext, d.Token, `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`},
-		{ctDevicePath + "/tasks/" + id + "/release", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`},
-		{ctDevicePath + "/tasks/" + ctNewID() + "/start", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`},
-		{ctAdminPath + "/tasks", n.AdminToken, `{"payload":{"a":1}}`},
-		{ctAdminPath + "/devices", n.AdminToken, `{"owner_id":"` + ctNewID() + `","name":"x"}`},
-		{ctAdminPath + "/tasks/" + id + "/cancel", n.AdminToken, `{"reason":"x"}`},
-		{ctAdminPath + "/tasks/" + ctNewID() + "/authorize", n.AdminToken, `{"expected_revision":1,"ttl_seconds":3600}`},
+		{nodetest.Presence, d.Token, presence},
+		{nodetest.ClaimNext, d.Token, `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`},
+		{nodetest.DevicePath + "/tasks/" + id + "/release", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`},
+		{nodetest.DevicePath + "/tasks/" + nodetest.NewID() + "/start", d.Token, `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`},
+		{nodetest.AdminPath + "/tasks", n.AdminToken, `{"payload":{"a":1}}`},
+		{nodetest.AdminPath + "/devices", n.AdminToken, `{"owner_id":"` + nodetest.NewID() + `","name":"x"}`},
+		{nodetest.AdminPath + "/tasks/" + id + "/cancel", n.AdminToken, `{"reason":"x"}`},
+		{nodetest.AdminPath + "/tasks/" + nodetest.NewID() + "/authorize", n.AdminToken, `{"expected_revision":1,"ttl_seconds":3600}`},
 	}
 	bad := []string{"", "text/plain", "application/xml", "application/json-patch+json", "application/jsonx",
 		"application/json; charset=latin1", "application/json; charset=utf-16", "application/json; foo=bar",
@@ -317,22 +317,23 @@ func TestContractContentType(t *testing.T) {
 			if ct != "" {
 				h["Content-Type"] = ct
 			}
-			r := ctRaw(t, n, "POST", rt.path, rt.token, []byte(rt.body), false, h)
+			r := n.Raw(t, "POST", rt.path, rt.token, []byte(rt.body), false, h)
 			if r.Status != 415 || r.Code() != "unsupported_media_type" {
 				t.Errorf("%s with Content-Type %q: want 415 unsupported_media_type, got %d %s", rt.path, ct, r.Status, r.Body)
 			}
 		}
 	}
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 	// charset=utf-8 (any case, with or without spaces) is allowed.
 	for _, ct := range []string{"application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON", `application/json; charset="utf-8"`} {
-		r := ctRaw(t, n, "POST", ctPresence, d.Token, []byte(presence), false, map[string]string{"Content-Type": ct})
+		r := n.Raw(t, "POST", nodetest.Presence, d.Token, []byte(presence), false, map[string]string{"Content-Type": ct})
 		nodetest.Must(t, r, http.StatusOK)
-		r = ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, []byte(`{"payload":{"a":1}}`), false, ctJSONHeaders(map[string]string{"Content-Type": ct}))
+		r = n.Raw(t, "POST", nodetest.AdminPath+"/tasks", n.AdminToken, []byte(`{"payload":{"a":1}}`), false, nodetest.JSONHeaders(map[string]string{"Content-Type": ct}))
 		nodetest.Must(t, r, http.StatusCreated)
 	}
-	r := ctRaw(t, n, "POST", ctDevicePath+"/tasks/"+id+"/release", d.Token, []byte(routes[2].body), false,
-		ctJSONHeaders(map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Claim-Token": tok}))
+	r := n.Raw(t, "POST", nodetest.DevicePath+"/tasks/"+id+"/release", d.Token, []byte(routes[2].body), false,
+		nodetest.JSONHeaders(map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Claim-Token": tok}))
+
 	nodetest.Must(t, r, http.StatusOK)
 }
 
@@ -342,14 +343,14 @@ func TestContractContentType(t *testing.T) {
 // chunked; bodies of exactly the limit are accepted.
 func TestContractBodyTooLarge(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	n.CreateTask(nil)
-	id, tok, _ := ctClaim(t, d)
+	id, tok, _ := d.MustClaim(t)
 	presence := `{"device_id":"` + d.ID + `","app_version":"1","os_version":"1","target_app_version":"1","checks":{"accessibility_connected":true,"target_app_installed":true}}`
 	claim := `{"device_id":"` + d.ID + `","session_id":"` + d.Session + `"}`
 	start := `{"device_id":"` + d.ID + `","claim_generation":1,"expected_version":2}`
 	create := `{"payload":{"a":1}}`
-	register := `{"owner_id":"` + ctNewID() + `","name":"x"}`
+	register := `{"owner_id":"` + nodetest.NewID() + `","name":"x"}`
 	cancel := `{"reason":"x"}`
 	type route struct {
 		path, token, body string
@@ -357,37 +358,37 @@ func TestContractBodyTooLarge(t *testing.T) {
 	}
 	const dl, al = 4096, 64 << 10
 	routes := []route{
-		{ctPresence, d.Token, presence, dl},
-		{ctClaimNext, d.Token, claim, dl},
-		{ctDevicePath + "/tasks/" + id + "/start", d.Token, start, dl},
-		{ctDevicePath + "/tasks/" + id + "/release", d.Token, start, dl},
-		{ctAdminPath + "/tasks", n.AdminToken, create, al},
-		{ctAdminPath + "/devices", n.AdminToken, register, al},
-		{ctAdminPath + "/tasks/" + id + "/cancel", n.AdminToken, cancel, al},
+		{nodetest.Presence, d.Token, presence, dl},
+		{nodetest.ClaimNext, d.Token, claim, dl},
+		{nodetest.DevicePath + "/tasks/" + id + "/start", d.Token, start, dl},
+		{nodetest.DevicePath + "/tasks/" + id + "/release", d.Token, start, dl},
+		{nodetest.AdminPath + "/tasks", n.AdminToken, create, al},
+		{nodetest.AdminPath + "/devices", n.AdminToken, register, al},
+		{nodetest.AdminPath + "/tasks/" + id + "/cancel", n.AdminToken, cancel, al},
 	}
 	before := n.Head()
 	for _, rt := range routes {
-		over := ctPad(t, rt.body, rt.limit+1)
+		over := padBody(t, rt.body, rt.limit+1)
 		// Declared length over the limit, everything else wrong too.
-		r := ctRaw(t, n, "POST", rt.path, rt.token, over, false, map[string]string{"Content-Type": "text/plain", "Idempotency-Key": "bad", "X-Claim-Token": "bad"})
-		ctErr(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
-		r = ctRaw(t, n, "POST", rt.path, rt.token, over, false, ctJSONHeaders(map[string]string{"X-Claim-Token": tok}))
-		ctErr(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
-		r = ctRaw(t, n, "POST", rt.path, rt.token, []byte(strings.Repeat("x", 3*rt.limit)), false, ctJSONHeaders(map[string]string{"X-Claim-Token": tok}))
-		ctErr(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
+		r := n.Raw(t, "POST", rt.path, rt.token, over, false, map[string]string{"Content-Type": "text/plain", "Idempotency-Key": "bad", "X-Claim-Token": "bad"})
+		nodetest.MustError(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
+		r = n.Raw(t, "POST", rt.path, rt.token, over, false, nodetest.JSONHeaders(map[string]string{"X-Claim-Token": tok}))
+		nodetest.MustError(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
+		r = n.Raw(t, "POST", rt.path, rt.token, []byte(strings.Repeat("x", 3*rt.limit)), false, nodetest.JSONHeaders(map[string]string{"X-Claim-Token": tok}))
+		nodetest.MustError(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
 		// Chunked: the length is only known while reading.
-		r = ctRaw(t, n, "POST", rt.path, rt.token, over, true, ctJSONHeaders(map[string]string{"X-Claim-Token": tok}))
-		ctErr(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
-		r = ctRaw(t, n, "POST", rt.path, rt.token, []byte(strings.Repeat("y", 2*rt.limit)), true, ctJSONHeaders(map[string]string{"X-Claim-Token": tok}))
-		ctErr(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
+		r = n.Raw(t, "POST", rt.path, rt.token, over, true, nodetest.JSONHeaders(map[string]string{"X-Claim-Token": tok}))
+		nodetest.MustError(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
+		r = n.Raw(t, "POST", rt.path, rt.token, []byte(strings.Repeat("y", 2*rt.limit)), true, nodetest.JSONHeaders(map[string]string{"X-Claim-Token": tok}))
+		nodetest.MustError(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
 	}
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 	// A device body of exactly 4096 bytes, plain and chunked, is accepted.
-	nodetest.Must(t, ctRaw(t, n, "POST", ctPresence, d.Token, ctPad(t, presence, dl), false, ctJSONHeaders(nil)), http.StatusOK)
-	nodetest.Must(t, ctRaw(t, n, "POST", ctPresence, d.Token, ctPad(t, presence, dl), true, ctJSONHeaders(nil)), http.StatusOK)
-	r := ctRaw(t, n, "POST", ctDevicePath+"/tasks/"+id+"/release", d.Token, ctPad(t, start, dl), true, ctJSONHeaders(map[string]string{"X-Claim-Token": tok}))
+	nodetest.Must(t, n.Raw(t, "POST", nodetest.Presence, d.Token, padBody(t, presence, dl), false, nodetest.JSONHeaders(nil)), http.StatusOK)
+	nodetest.Must(t, n.Raw(t, "POST", nodetest.Presence, d.Token, padBody(t, presence, dl), true, nodetest.JSONHeaders(nil)), http.StatusOK)
+	r := n.Raw(t, "POST", nodetest.DevicePath+"/tasks/"+id+"/release", d.Token, padBody(t, start, dl), true, nodetest.JSONHeaders(map[string]string{"X-Claim-Token": tok}))
 	nodetest.Must(t, r, http.StatusOK)
 	// An admin body of exactly 64 KiB is accepted (whitespace is not payload).
-	nodetest.Must(t, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, ctPad(t, create, al), false, ctJSONHeaders(nil)), http.StatusCreated)
-	nodetest.Must(t, ctRaw(t, n, "POST", ctAdminPath+"/tasks", n.AdminToken, ctPad(t, create, al), true, ctJSONHeaders(nil)), http.StatusCreated)
+	nodetest.Must(t, n.Raw(t, "POST", nodetest.AdminPath+"/tasks", n.AdminToken, padBody(t, create, al), false, nodetest.JSONHeaders(nil)), http.StatusCreated)
+	nodetest.Must(t, n.Raw(t, "POST", nodetest.AdminPath+"/tasks", n.AdminToken, padBody(t, create, al), true, nodetest.JSONHeaders(nil)), http.StatusCreated)
 }

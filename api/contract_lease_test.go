@@ -13,10 +13,10 @@ import (
 // holder is told lease_expired, afterwards claim_not_found.
 func TestContractLeaseExpiredClaimReclaimed(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	e := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	e := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
-	_, tok, first := ctClaim(t, d)
+	_, tok, first := d.MustClaim(t)
 	fm := first.JSON()
 	srv, _ := time.Parse(time.RFC3339, nodetest.Str(fm, "server_time"))
 	lease, _ := time.Parse(time.RFC3339, nodetest.Str(fm, "lease_expires_at"))
@@ -33,13 +33,13 @@ func TestContractLeaseExpiredClaimReclaimed(t *testing.T) {
 	// Exactly at expiry: expired.
 	n.Advance(time.Second)
 	h := n.Head()
-	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
-	ctRefused(t, n, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
 	etok := nodetest.NewClaimToken()
 	r = e.ClaimWith(nodetest.NewKey(), etok)
 	nodetest.Must(t, r, http.StatusOK)
 	m := r.JSON()
-	if ctTaskOf(r) != a || nodetest.Num(m, "claim_generation") != 2 || nodetest.Num(m["claim"].(map[string]any), "generation") != 2 ||
+	if nodetest.ClaimedTask(r) != a || nodetest.Num(m, "claim_generation") != 2 || nodetest.Num(m["claim"].(map[string]any), "generation") != 2 ||
 		nodetest.Num(m, "version") != 3 || nodetest.Str(m, "state") != "CLAIMED" {
 		t.Fatalf("re-claim: %s", r.Body)
 	}
@@ -52,38 +52,30 @@ func TestContractLeaseExpiredClaimReclaimed(t *testing.T) {
 	h = n.Head()
 	for _, gen := range []int{1, 2} {
 		for _, tk := range []string{tok, etok} {
-			ctRefused(t, n, h, d.Call(a, "start", tk, map[string]any{"claim_generation": gen, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
-			ctRefused(t, n, h, d.Call(a, "release", tk, map[string]any{"claim_generation": gen, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
+			n.MustRefuse(t, h, d.Call(a, "start", tk, map[string]any{"claim_generation": gen, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
+			n.MustRefuse(t, h, d.Call(a, "release", tk, map[string]any{"claim_generation": gen, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
 		}
 	}
 	// The new holder acts with generation 2 and its own token only.
-	ctRefused(t, n, h, e.Call(a, "start", tok, map[string]any{"claim_generation": 2, "expected_version": 3}, ""), http.StatusForbidden, "claim_token_mismatch")
-	ctRefused(t, n, h, e.Call(a, "start", etok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "claim_generation_mismatch")
-	ctStartV(t, e, a, etok, 2, 3)
+	n.MustRefuse(t, h, e.Call(a, "start", tok, map[string]any{"claim_generation": 2, "expected_version": 3}, ""), http.StatusForbidden, "claim_token_mismatch")
+	n.MustRefuse(t, h, e.Call(a, "start", etok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "claim_generation_mismatch")
+	e.MustStart(t, a, etok, 2, 3)
 	// The former holder can claim again (it holds nothing) but gets nothing.
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	r, _ = d.Claim()
 	nodetest.Must(t, r, http.StatusNoContent)
 }
 
-// ctStartV starts with an explicit expected version.
-func ctStartV(t *testing.T, d *nodetest.Device, id, tok string, gen, version uint64) string {
-	t.Helper()
-	r := d.Call(id, "start", tok, map[string]any{"claim_generation": gen, "expected_version": version}, "")
-	nodetest.Must(t, r, http.StatusOK)
-	return nodetest.Str(r.JSON(), "execution_id")
-}
-
 // A device that holds an expired claim re-claims that task before any
 // older claimable task.
 func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	e := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	e := n.ReadyDevice(t)
 	older := n.CreateTask(nil)
 	newer := n.CreateTask(nil)
-	_, etok, _ := ctClaim(t, e) // e takes the older one
-	id, _, _ := ctClaim(t, d)   // d takes the newer one
+	_, etok, _ := e.MustClaim(t) // e takes the older one
+	id, _, _ := d.MustClaim(t)   // d takes the newer one
 	if id != newer {
 		t.Fatalf("d claimed %s, want %s", id, newer)
 	}
@@ -93,27 +85,27 @@ func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
 	tok := nodetest.NewClaimToken()
 	r := d.ClaimWith(nodetest.NewKey(), tok)
 	nodetest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != newer || nodetest.Num(r.JSON(), "claim_generation") != 2 || nodetest.Num(r.JSON(), "version") != 3 {
+	if nodetest.ClaimedTask(r) != newer || nodetest.Num(r.JSON(), "claim_generation") != 2 || nodetest.Num(r.JSON(), "version") != 3 {
 		t.Fatalf("want own expired claim %s back with generation 2, got %s", newer, r.Body)
 	}
 	// It is a new claim: the new token acts, and the older task is left.
-	ctStartV(t, d, newer, tok, 2, 3)
-	if st, _ := ctState(n, older); st != "PENDING" {
+	d.MustStart(t, newer, tok, 2, 3)
+	if st, _ := n.State(older); st != "PENDING" {
 		t.Fatalf("older task %s", st)
 	}
 	// Another session re-claiming its own expired claim is no
 	// claim_requires_manual either: the claim is no longer open.
 	nodetest.Must(t, e.Ready(), http.StatusOK)
-	id, _, _ = ctClaim(t, e)
+	id, _, _ = e.MustClaim(t)
 	if id != older {
 		t.Fatalf("e claimed %s", id)
 	}
 	n.Advance(10 * time.Minute)
 	nodetest.Must(t, e.Ready(), http.StatusOK)
-	e.Session = ctNewID()
+	e.Session = nodetest.NewID()
 	r, _ = e.Claim()
 	nodetest.Must(t, r, http.StatusOK)
-	if ctTaskOf(r) != older || nodetest.Num(r.JSON(), "claim_generation") != 3 {
+	if nodetest.ClaimedTask(r) != older || nodetest.Num(r.JSON(), "claim_generation") != 3 {
 		t.Fatalf("re-claim in a new session: %s", r.Body)
 	}
 }
@@ -123,11 +115,11 @@ func TestContractLeaseOwnExpiredClaimFirst(t *testing.T) {
 // the task keeps its state, and it is never handed to another device.
 func TestContractLeaseRunningExpired(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	e := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	e := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
-	_, tok, _ := ctClaim(t, d)
-	ex := ctStart(t, d, a, tok, 1)
+	_, tok, _ := d.MustClaim(t)
+	ex := d.MustStart(t, a, tok, 1, 2)
 	beat := func(step string) *nodetest.Resp {
 		return d.Call(a, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": step}, "")
 	}
@@ -140,14 +132,14 @@ func TestContractLeaseRunningExpired(t *testing.T) {
 	if lease.Sub(srv) != 90*time.Second {
 		t.Fatalf("heartbeat lease %v", lease.Sub(srv))
 	}
-	nodetest.Must(t, ctCancel(n, a), http.StatusOK) // cancel requested: the ack is still refused below
+	nodetest.Must(t, n.Cancel(a), http.StatusOK) // cancel requested: the ack is still refused below
 	n.Advance(90 * time.Second)
 	h := n.Head()
-	ctRefused(t, n, h, beat("too late"), http.StatusConflict, "lease_expired")
-	ctRefused(t, n, h, d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ""), http.StatusConflict, "lease_expired")
-	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "lease_expired")
-	ctRefused(t, n, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "lease_expired")
-	if st, v := ctState(n, a); st != "RUNNING" || v != 3 {
+	n.MustRefuse(t, h, beat("too late"), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, d.Call(a, "cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}, ""), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusConflict, "lease_expired")
+	if st, v := n.State(a); st != "RUNNING" || v != 3 {
 		t.Fatalf("task %s v%d", st, v)
 	}
 	// Never handed to another device, even much later (the authorization
@@ -161,30 +153,8 @@ func TestContractLeaseRunningExpired(t *testing.T) {
 	// The holder itself is told to ask an operator.
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	r, _ := d.Claim()
-	ctErr(t, r, http.StatusConflict, "claim_requires_manual")
-	if st, v := ctState(n, a); st != "RUNNING" || v != 3 {
+	nodetest.MustError(t, r, http.StatusConflict, "claim_requires_manual")
+	if st, v := n.State(a); st != "RUNNING" || v != 3 {
 		t.Fatalf("task %s v%d", st, v)
 	}
-}
-
-// A claim lease never outlives its authorization: lease_expires_at =
-// min(now + claim lease, authorization.expires_at).
-func TestContractLeaseCappedByAuthorization(t *testing.T) {
-	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
-	cr := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"a": 1},
-		"authorize": map[string]any{"ttl_seconds": 900}}, nil)
-	nodetest.Must(t, cr, http.StatusCreated)
-	a := nodetest.Str(cr.JSON(), "id")
-	authExp := nodetest.Str(cr.JSON()["authorization"].(map[string]any), "expires_at")
-	n.Advance(6 * time.Minute)
-	nodetest.Must(t, d.Ready(), http.StatusOK)
-	_, tok, r := ctClaim(t, d)
-	m := r.JSON()
-	if nodetest.Str(m, "lease_expires_at") != authExp || nodetest.Str(m["claim"].(map[string]any), "authorization_expires_at") != authExp {
-		t.Fatalf("lease not capped at %s: %s", authExp, r.Body)
-	}
-	n.Advance(9 * time.Minute)
-	h := n.Head()
-	ctRefused(t, n, h, d.Call(a, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusConflict, "lease_expired")
 }

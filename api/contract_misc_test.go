@@ -39,26 +39,28 @@ func TestTestClockAbsentWithoutFlag(t *testing.T) {
 	w := nodetest.Start(t, nodetest.WithWallClock())
 	h := w.Head()
 	for _, tok := range []string{"", w.AdminToken} {
-		r := w.Do("POST", ctAdminPath+"/test-clock/advance", tok, map[string]any{"seconds": 60}, nil)
-		ctErr(t, r, http.StatusNotFound, "not_found")
+		r := w.Do("POST", nodetest.AdminPath+"/test-clock/advance", tok, map[string]any{"seconds": 60}, nil)
+		nodetest.MustError(t, r, http.StatusNotFound, "not_found")
 	}
-	ctSame(t, w, h)
+	w.MustUnchanged(t, h)
 
 	// With the flag: no Idempotency-Key needed (one sent is ignored, even
 	// a malformed one), bounds 1..86400.
 	n := nodetest.Start(t)
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
 		map[string]string{"Idempotency-Key": ""}), http.StatusOK)
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": 1},
 		map[string]string{"Idempotency-Key": "not-a-key"}), http.StatusOK)
 	for _, secs := range []any{0, -1, 86401, 1.5, "60"} {
-		ctErr(t, n.Do("POST", ctAdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": secs}, nil),
+		nodetest.MustError(t, n.Do("POST", nodetest.AdminPath+"/test-clock/advance", n.AdminToken, map[string]any{"seconds": secs}, nil),
 			http.StatusBadRequest, "invalid_request")
+
 	}
-	ctUnauthorized(t, n.Do("POST", ctAdminPath+"/test-clock/advance", "", map[string]any{"seconds": 1}, nil))
+	nodetest.MustUnauthorized(t, n.Do("POST", nodetest.AdminPath+"/test-clock/advance", "", map[string]any{"seconds": 1}, nil))
 	d := n.RegisterDevice()
-	ctErr(t, n.Do("POST", ctAdminPath+"/test-clock/advance", d.Token, map[string]any{"seconds": 1}, nil),
+	nodetest.MustError(t, n.Do("POST", nodetest.AdminPath+"/test-clock/advance", d.Token, map[string]any{"seconds": 1}, nil),
 		http.StatusForbidden, "wrong_credential_kind")
+
 }
 
 // api.md, Admin error codes: an evidence read of a task that does not
@@ -66,12 +68,14 @@ func TestTestClockAbsentWithoutFlag(t *testing.T) {
 // too.
 func TestAdminEvidenceOfUnknownTask(t *testing.T) {
 	n := nodetest.Start(t)
-	ctErr(t, n.Do("GET", ctAdminPath+"/tasks/"+ctNewID()+"/evidence/"+ctNewID(), n.AdminToken, nil, nil),
+	nodetest.MustError(t, n.Do("GET", nodetest.AdminPath+"/tasks/"+nodetest.NewID()+"/evidence/"+nodetest.NewID(), n.AdminToken, nil, nil),
 		http.StatusNotFound, "task_not_found")
-	ctErr(t, n.Do("GET", ctAdminPath+"/tasks/not-a-uuid/evidence/x", n.AdminToken, nil, nil),
+
+	nodetest.MustError(t, n.Do("GET", nodetest.AdminPath+"/tasks/not-a-uuid/evidence/x", n.AdminToken, nil, nil),
 		http.StatusNotFound, "task_not_found")
+
 	id := n.CreateTask(nil)
-	r := n.Do("GET", ctAdminPath+"/tasks/"+id+"/evidence/"+ctNewID(), n.AdminToken, nil, nil)
+	r := n.Do("GET", nodetest.AdminPath+"/tasks/"+id+"/evidence/"+nodetest.NewID(), n.AdminToken, nil, nil)
 	if r.Status != http.StatusNotFound {
 		t.Fatalf("unknown evidence of a known task: %d %s", r.Status, r.Body)
 	}
@@ -101,25 +105,25 @@ func TestDataDirectoryLayout(t *testing.T) {
 	}
 }
 
-var reviewTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
+var wireTimeRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
 
-// reviewTimes checks every time field of a JSON document (…_at,
+// mustWireTimes checks every time field of a JSON document (…_at,
 // server_time, client_time): exactly three fractional digits and Z.
-func reviewTimes(t *testing.T, where string, v any) {
+func mustWireTimes(t *testing.T, where string, v any) {
 	t.Helper()
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
 			if s, ok := e.(string); ok && (strings.HasSuffix(k, "_at") || k == "server_time" || k == "client_time") {
-				if !reviewTimeRE.MatchString(s) {
+				if !wireTimeRE.MatchString(s) {
 					t.Errorf("%s: %s = %q is not RFC 3339 with three fractional digits and Z", where, k, s)
 				}
 			}
-			reviewTimes(t, where, e)
+			mustWireTimes(t, where, e)
 		}
 	case []any:
 		for _, e := range x {
-			reviewTimes(t, where, e)
+			mustWireTimes(t, where, e)
 		}
 	}
 }
@@ -130,11 +134,11 @@ func reviewTimes(t *testing.T, where string, v any) {
 // lease_expires_at.
 func TestTimesAndDeviceTaskFields(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
 	r, tok := d.Claim()
 	nodetest.Must(t, r, http.StatusOK)
-	reviewTimes(t, "claim", r.JSON())
+	mustWireTimes(t, "claim", r.JSON())
 	claim := r.JSON()["claim"].(map[string]any)
 	if _, has := claim["token"]; has {
 		t.Fatalf("client-issued claim echoes a token: %s", r.Body)
@@ -159,23 +163,23 @@ func TestTimesAndDeviceTaskFields(t *testing.T) {
 				t.Errorf("%s answer lacks %s: %s", name, f, a.Body)
 			}
 		}
-		reviewTimes(t, name, m)
+		mustWireTimes(t, name, m)
 	}
 	if s := nodetest.Str(answers["heartbeat"].JSON(), "step"); s != "step one" {
 		t.Errorf("heartbeat answer step %q", s)
 	}
-	p := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "x",
+	p := n.Do("POST", nodetest.Presence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "x",
 		"target_app_version": "7", "checks": map[string]bool{"accessibility_connected": true}, "active_task_id": nil,
 		"client_time": nil}, nil)
 	nodetest.Must(t, p, http.StatusOK)
-	reviewTimes(t, "presence", p.JSON())
-	reviewTimes(t, "task detail", n.Task(id))
-	ev := n.Do("GET", ctAdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
+	mustWireTimes(t, "presence", p.JSON())
+	mustWireTimes(t, "task detail", n.Task(id))
+	ev := n.Do("GET", nodetest.AdminPath+"/tasks/"+id+"/events", n.AdminToken, nil, nil)
 	nodetest.Must(t, ev, http.StatusOK)
-	reviewTimes(t, "task events", ev.JSON())
-	dev := n.Do("GET", ctAdminPath+"/devices/"+d.ID, n.AdminToken, nil, nil)
+	mustWireTimes(t, "task events", ev.JSON())
+	dev := n.Do("GET", nodetest.AdminPath+"/devices/"+d.ID, n.AdminToken, nil, nil)
 	nodetest.Must(t, dev, http.StatusOK)
-	reviewTimes(t, "device", dev.JSON())
+	mustWireTimes(t, "device", dev.JSON())
 }
 
 // api.md, presence heartbeat: versions 1–64 printable ASCII, checks 1–16
@@ -189,7 +193,7 @@ func TestPresenceValidation(t *testing.T) {
 			"target_app_version": "7.1.0", "checks": map[string]any{"accessibility_connected": true}}
 	}
 	ok := base()
-	r := n.Do("POST", ctPresence, d.Token, ok, map[string]string{"Idempotency-Key": "whatever"})
+	r := n.Do("POST", nodetest.Presence, d.Token, ok, map[string]string{"Idempotency-Key": "whatever"})
 	nodetest.Must(t, r, http.StatusOK)
 	var keys []string
 	for k := range r.JSON() {
@@ -203,9 +207,9 @@ func TestPresenceValidation(t *testing.T) {
 		sixteen[string(c)] = false
 	}
 	long := strings.Repeat("a", 32)
-	nodetest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "checks", sixteen), nil), http.StatusOK)
-	nodetest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "checks", map[string]any{long: true}), nil), http.StatusOK)
-	nodetest.Must(t, n.Do("POST", ctPresence, d.Token, with(base(), "app_version", strings.Repeat("x", 64)), nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", nodetest.Presence, d.Token, with(base(), "checks", sixteen), nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", nodetest.Presence, d.Token, with(base(), "checks", map[string]any{long: true}), nil), http.StatusOK)
+	nodetest.Must(t, n.Do("POST", nodetest.Presence, d.Token, with(base(), "app_version", strings.Repeat("x", 64)), nil), http.StatusOK)
 	seventeen := map[string]any{"q": true}
 	for k, v := range sixteen {
 		seventeen[k] = v
@@ -228,7 +232,7 @@ func TestPresenceValidation(t *testing.T) {
 		without(base(), "device_id"),
 	}
 	for i, b := range bad {
-		r := n.Do("POST", ctPresence, d.Token, b, nil)
+		r := n.Do("POST", nodetest.Presence, d.Token, b, nil)
 		if r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {
 			raw, _ := json.Marshal(b)
 			t.Errorf("bad presence %d %s: %d %s", i, raw, r.Status, r.Body)
@@ -244,14 +248,14 @@ func without(m map[string]any, k string) map[string]any     { delete(m, k); retu
 func TestRegistrationRequiredChecks(t *testing.T) {
 	n := nodetest.Start(t)
 	key := nodetest.NewKey()
-	body := map[string]any{"owner_id": ctNewID(), "name": "phone", "required_checks": []string{}}
-	r := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
+	body := map[string]any{"owner_id": nodetest.NewID(), "name": "phone", "required_checks": []string{}}
+	r := n.Do("POST", nodetest.AdminPath+"/devices", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
 	nodetest.Must(t, r, http.StatusCreated)
 	m := r.JSON()
 	if rc, ok := m["required_checks"].([]any); !ok || len(rc) != 0 || nodetest.Str(m, "token") == "" {
 		t.Fatalf("registration with an empty required_checks: %s", r.Body)
 	}
-	again := n.Do("POST", ctAdminPath+"/devices", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
+	again := n.Do("POST", nodetest.AdminPath+"/devices", n.AdminToken, body, map[string]string{"Idempotency-Key": key})
 	nodetest.Must(t, again, http.StatusCreated)
 	if again.Header.Get("Idempotent-Replayed") != "true" || nodetest.Str(again.JSON(), "device_id") != nodetest.Str(m, "device_id") {
 		t.Fatalf("registration replay: %v %s", again.Header, again.Body)
@@ -260,25 +264,26 @@ func TestRegistrationRequiredChecks(t *testing.T) {
 		t.Fatalf("a registration replay shows the token again: %s", again.Body)
 	}
 	// The device with no required checks is claimable with any check.
-	d := &nodetest.Device{N: n, ID: nodetest.Str(m, "device_id"), Token: nodetest.Str(m, "token"), Session: ctNewID()}
-	p := n.Do("POST", ctPresence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "x",
+	d := &nodetest.Device{N: n, ID: nodetest.Str(m, "device_id"), Token: nodetest.Str(m, "token"), Session: nodetest.NewID()}
+	p := n.Do("POST", nodetest.Presence, d.Token, map[string]any{"device_id": d.ID, "app_version": "1", "os_version": "x",
 		"target_app_version": "7", "checks": map[string]bool{"accessibility_connected": false}}, nil)
 	nodetest.Must(t, p, http.StatusOK)
 	if p.JSON()["claimable"] != true {
 		t.Fatalf("device with required_checks [] not claimable: %s", p.Body)
 	}
 	dflt := n.RegisterDevice()
-	if rc := n.Do("GET", ctAdminPath+"/devices/"+dflt.ID, n.AdminToken, nil, nil).JSON()["required_checks"].([]any); len(rc) != 2 {
+	if rc := n.Do("GET", nodetest.AdminPath+"/devices/"+dflt.ID, n.AdminToken, nil, nil).JSON()["required_checks"].([]any); len(rc) != 2 {
 		t.Fatalf("default required checks %v", rc)
 	}
 	sixteen := []string{}
 	for _, c := range "abcdefghijklmnop" {
 		sixteen = append(sixteen, string(c))
 	}
-	nodetest.Must(t, n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "p",
+	nodetest.Must(t, n.Do("POST", nodetest.AdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": nodetest.NewID(), "name": "p",
 		"required_checks": sixteen}, nil), http.StatusCreated)
-	ctErr(t, n.Do("POST", ctAdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": ctNewID(), "name": "p",
+	nodetest.MustError(t, n.Do("POST", nodetest.AdminPath+"/devices", n.AdminToken, map[string]any{"owner_id": nodetest.NewID(), "name": "p",
 		"required_checks": append(sixteen, "q")}, nil), http.StatusBadRequest, "invalid_request")
+
 }
 
 // api.md, GET /admin/tasks: newest first (descending creation seq), the
@@ -289,13 +294,13 @@ func TestAdminTaskListing(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		ids = append(ids, n.CreateTask(map[string]any{"i": i}))
 	}
-	d := ctReadyDevice(t, n)
-	claimed, _, _ := ctClaim(t, d) // the oldest
+	d := n.ReadyDevice(t)
+	claimed, _, _ := d.MustClaim(t) // the oldest
 	if claimed != ids[0] {
 		t.Fatalf("claimed %s, want the oldest %s", claimed, ids[0])
 	}
 	list := func(q string) map[string]any {
-		r := n.Do("GET", ctAdminPath+"/tasks"+q, n.AdminToken, nil, nil)
+		r := n.Do("GET", nodetest.AdminPath+"/tasks"+q, n.AdminToken, nil, nil)
 		nodetest.Must(t, r, http.StatusOK)
 		return r.JSON()
 	}
@@ -333,7 +338,7 @@ func TestAdminTaskListing(t *testing.T) {
 		t.Fatalf("limit=500: %v", g)
 	}
 	for _, q := range []string{"?limit=501", "?limit=0", "?state=DONE", "?device_id=x"} {
-		ctErr(t, n.Do("GET", ctAdminPath+"/tasks"+q, n.AdminToken, nil, nil), http.StatusBadRequest, "invalid_request")
+		nodetest.MustError(t, n.Do("GET", nodetest.AdminPath+"/tasks"+q, n.AdminToken, nil, nil), http.StatusBadRequest, "invalid_request")
 	}
 }
 
@@ -342,7 +347,7 @@ func TestAdminTaskListing(t *testing.T) {
 func TestUnavailableEmptyBody(t *testing.T) {
 	n := nodetest.Start(t)
 	n.API.Stopping()
-	res, err := http.Get(n.URL + ctAdminPath + "/tasks")
+	res, err := http.Get(n.URL + nodetest.AdminPath + "/tasks")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// ctDeviceReply checks the fields every device task response carries.
-func ctDeviceReply(t *testing.T, r *nodetest.Resp, id, state string, version, gen uint64) map[string]any {
+// mustDeviceReply checks the fields every device task response carries.
+func mustDeviceReply(t *testing.T, r *nodetest.Resp, id, state string, version, gen uint64) map[string]any {
 	t.Helper()
 	m := r.JSON()
 	for _, k := range []string{"task_id", "state", "version", "claim_generation", "server_time", "lease_expires_at", "cancel_requested"} {
@@ -30,27 +30,27 @@ func ctDeviceReply(t *testing.T, r *nodetest.Resp, id, state string, version, ge
 // RUNNING task, cancel_requested on the heartbeat and cancel-ack.
 func TestContractTaskCodes(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
-	_, tok, _ := ctClaim(t, d)
+	_, tok, _ := d.MustClaim(t)
 	other := nodetest.NewClaimToken()
 	call := func(op, tk string, body map[string]any) *nodetest.Resp { return d.Call(a, op, tk, body, "") }
 	h := n.Head()
 
 	// CLAIMED.
-	ctRefused(t, n, h, call("start", other, map[string]any{"claim_generation": 2, "expected_version": 9}), http.StatusForbidden, "claim_token_mismatch")
-	ctRefused(t, n, h, call("release", other, map[string]any{"claim_generation": 1, "expected_version": 2}), http.StatusForbidden, "claim_token_mismatch")
-	ctRefused(t, n, h, call("start", tok, map[string]any{"claim_generation": 2, "expected_version": 9}), http.StatusConflict, "claim_generation_mismatch")
-	ctRefused(t, n, h, call("release", tok, map[string]any{"claim_generation": 3, "expected_version": 2}), http.StatusConflict, "claim_generation_mismatch")
-	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "step": "s"}), http.StatusConflict, "invalid_state")
-	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "expected_version": 9}), http.StatusConflict, "invalid_state")
-	ctRefused(t, n, h, call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 1}), http.StatusConflict, "version_mismatch")
-	ctRefused(t, n, h, call("release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "version_mismatch")
+	n.MustRefuse(t, h, call("start", other, map[string]any{"claim_generation": 2, "expected_version": 9}), http.StatusForbidden, "claim_token_mismatch")
+	n.MustRefuse(t, h, call("release", other, map[string]any{"claim_generation": 1, "expected_version": 2}), http.StatusForbidden, "claim_token_mismatch")
+	n.MustRefuse(t, h, call("start", tok, map[string]any{"claim_generation": 2, "expected_version": 9}), http.StatusConflict, "claim_generation_mismatch")
+	n.MustRefuse(t, h, call("release", tok, map[string]any{"claim_generation": 3, "expected_version": 2}), http.StatusConflict, "claim_generation_mismatch")
+	n.MustRefuse(t, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": nodetest.NewID(), "step": "s"}), http.StatusConflict, "invalid_state")
+	n.MustRefuse(t, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": nodetest.NewID(), "expected_version": 9}), http.StatusConflict, "invalid_state")
+	n.MustRefuse(t, h, call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 1}), http.StatusConflict, "version_mismatch")
+	n.MustRefuse(t, h, call("release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "version_mismatch")
 
 	// start → RUNNING.
 	st := call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 2})
 	nodetest.Must(t, st, http.StatusOK)
-	sm := ctDeviceReply(t, st, a, "RUNNING", 3, 1)
+	sm := mustDeviceReply(t, st, a, "RUNNING", 3, 1)
 	ex := nodetest.Str(sm, "execution_id")
 	if ex == "" || sm["cancel_requested"] != false {
 		t.Fatalf("start reply %s", st.Body)
@@ -63,18 +63,18 @@ func TestContractTaskCodes(t *testing.T) {
 	h = n.Head()
 
 	// RUNNING.
-	ctRefused(t, n, h, call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "invalid_state")
-	ctRefused(t, n, h, call("release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "invalid_state")
-	ctRefused(t, n, h, call("heartbeat", other, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}), http.StatusForbidden, "claim_token_mismatch")
-	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "s"}), http.StatusConflict, "claim_generation_mismatch")
-	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "step": "s"}), http.StatusConflict, "execution_mismatch")
-	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ctNewID(), "expected_version": 9}), http.StatusConflict, "execution_mismatch")
-	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 2}), http.StatusConflict, "version_mismatch")
-	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}), http.StatusConflict, "cancel_not_requested")
+	n.MustRefuse(t, h, call("start", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "invalid_state")
+	n.MustRefuse(t, h, call("release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}), http.StatusConflict, "invalid_state")
+	n.MustRefuse(t, h, call("heartbeat", other, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}), http.StatusForbidden, "claim_token_mismatch")
+	n.MustRefuse(t, h, call("heartbeat", tok, map[string]any{"claim_generation": 2, "execution_id": ex, "step": "s"}), http.StatusConflict, "claim_generation_mismatch")
+	n.MustRefuse(t, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": nodetest.NewID(), "step": "s"}), http.StatusConflict, "execution_mismatch")
+	n.MustRefuse(t, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": nodetest.NewID(), "expected_version": 9}), http.StatusConflict, "execution_mismatch")
+	n.MustRefuse(t, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 2}), http.StatusConflict, "version_mismatch")
+	n.MustRefuse(t, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3}), http.StatusConflict, "cancel_not_requested")
 
 	hb := call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "opening app"})
 	nodetest.Must(t, hb, http.StatusOK)
-	hm := ctDeviceReply(t, hb, a, "RUNNING", 3, 1)
+	hm := mustDeviceReply(t, hb, a, "RUNNING", 3, 1)
 	if hm["cancel_requested"] != false || nodetest.Str(hm, "step") != "opening app" || nodetest.Str(hm, "execution_id") != ex {
 		t.Fatalf("heartbeat reply %s", hb.Body)
 	}
@@ -83,33 +83,33 @@ func TestContractTaskCodes(t *testing.T) {
 	}
 
 	// Operator cancel of a RUNNING task only requests it.
-	cr := ctCancel(n, a)
+	cr := n.Cancel(a)
 	nodetest.Must(t, cr, http.StatusOK)
 	if m := cr.JSON(); nodetest.Str(m, "state") != "RUNNING" || nodetest.Num(m, "version") != 3 || m["cancel_requested"] != true {
 		t.Fatalf("cancel of RUNNING: %s", cr.Body)
 	}
 	hb = call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "saw cancel"})
 	nodetest.Must(t, hb, http.StatusOK)
-	if m := ctDeviceReply(t, hb, a, "RUNNING", 3, 1); m["cancel_requested"] != true {
+	if m := mustDeviceReply(t, hb, a, "RUNNING", 3, 1); m["cancel_requested"] != true {
 		t.Fatalf("heartbeat after cancel: %s", hb.Body)
 	}
 	h = n.Head()
-	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusConflict, "version_mismatch")
+	n.MustRefuse(t, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusConflict, "version_mismatch")
 	ack := call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 3})
 	nodetest.Must(t, ack, http.StatusOK)
-	ctDeviceReply(t, ack, a, "CANCELED", 4, 1)
-	if st, v := ctState(n, a); st != "CANCELED" || v != 4 {
+	mustDeviceReply(t, ack, a, "CANCELED", 4, 1)
+	if st, v := n.State(a); st != "CANCELED" || v != 4 {
 		t.Fatalf("after cancel-ack: %s v%d", st, v)
 	}
 	// The device no longer holds the task.
 	h = n.Head()
-	ctRefused(t, n, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}), http.StatusNotFound, "claim_not_found")
-	ctRefused(t, n, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusNotFound, "claim_not_found")
+	n.MustRefuse(t, h, call("heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "step": "s"}), http.StatusNotFound, "claim_not_found")
+	n.MustRefuse(t, h, call("cancel-ack", tok, map[string]any{"claim_generation": 1, "execution_id": ex, "expected_version": 4}), http.StatusNotFound, "claim_not_found")
 	// A terminal task cannot be canceled again.
-	ctRefused(t, n, h, ctCancel(n, a), http.StatusConflict, "invalid_state")
+	n.MustRefuse(t, h, n.Cancel(a), http.StatusConflict, "invalid_state")
 	// The device is free again.
 	b := n.CreateTask(nil)
-	id, _, _ := ctClaim(t, d)
+	id, _, _ := d.MustClaim(t)
 	if id != b {
 		t.Fatalf("claimed %s, want %s", id, b)
 	}
@@ -120,24 +120,24 @@ func TestContractTaskCodes(t *testing.T) {
 // version +1) and the former holder is refused.
 func TestContractReleaseAndImmediateCancel(t *testing.T) {
 	n := nodetest.Start(t)
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	a := n.CreateTask(nil)
-	_, tok, _ := ctClaim(t, d)
+	_, tok, _ := d.MustClaim(t)
 	rel := d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
 	nodetest.Must(t, rel, http.StatusOK)
-	if m := ctDeviceReply(t, rel, a, "PENDING", 3, 1); m["lease_expires_at"] != nil {
+	if m := mustDeviceReply(t, rel, a, "PENDING", 3, 1); m["lease_expires_at"] != nil {
 		t.Fatalf("released task still has a lease: %s", rel.Body)
 	}
 	if m := n.Task(a); m["claim"] != nil || nodetest.Str(m, "state") != "PENDING" {
 		t.Fatalf("released task detail: %v", m)
 	}
 	h := n.Head()
-	ctRefused(t, n, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
+	n.MustRefuse(t, h, d.Call(a, "release", tok, map[string]any{"claim_generation": 1, "expected_version": 3}, ""), http.StatusNotFound, "claim_not_found")
 
 	// Cancel PENDING, with a wrong then the right expected_version.
-	r := n.Do("POST", ctAdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 2}, nil)
-	ctRefused(t, n, h, r, http.StatusConflict, "version_mismatch")
-	r = n.Do("POST", ctAdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 3}, nil)
+	r := n.Do("POST", nodetest.AdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 2}, nil)
+	n.MustRefuse(t, h, r, http.StatusConflict, "version_mismatch")
+	r = n.Do("POST", nodetest.AdminPath+"/tasks/"+a+"/cancel", n.AdminToken, map[string]any{"reason": "no", "expected_version": 3}, nil)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); nodetest.Str(m, "state") != "CANCELED" || nodetest.Num(m, "version") != 4 {
 		t.Fatalf("cancel of PENDING: %s", r.Body)
@@ -145,14 +145,14 @@ func TestContractReleaseAndImmediateCancel(t *testing.T) {
 
 	// Cancel CLAIMED.
 	b := n.CreateTask(nil)
-	_, tb, _ := ctClaim(t, d)
-	r = ctCancel(n, b)
+	_, tb, _ := d.MustClaim(t)
+	r = n.Cancel(b)
 	nodetest.Must(t, r, http.StatusOK)
 	if m := r.JSON(); nodetest.Str(m, "state") != "CANCELED" || nodetest.Num(m, "version") != 3 || m["claim"] != nil {
 		t.Fatalf("cancel of CLAIMED: %s", r.Body)
 	}
 	h = n.Head()
-	ctRefused(t, n, h, d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusNotFound, "claim_not_found")
+	n.MustRefuse(t, h, d.Call(b, "start", tb, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), http.StatusNotFound, "claim_not_found")
 	r, _ = d.Claim()
 	nodetest.Must(t, r, http.StatusNoContent)
 }

@@ -58,7 +58,7 @@ func sortedCopy(s []string) []string {
 
 // rawEvidence sends an upload whose body comes from body (Content-Length
 // size, or chunked when size < 0).
-func rawEvidence(t *testing.T, l *i4Life, taskID string, body io.Reader, size int64, extra map[string]string) (*http.Response, []byte, error) {
+func rawEvidence(t *testing.T, l *taskLife, taskID string, body io.Reader, size int64, extra map[string]string) (*http.Response, []byte, error) {
 	t.Helper()
 	req, err := http.NewRequest("POST", l.n.URL+"/api/v1/device/tasks/"+taskID+"/evidence", body)
 	if err != nil {
@@ -93,15 +93,15 @@ func (c chunked) Read(p []byte) (int, error) { return c.r.Read(p) }
 // temporary file.
 func TestEvidenceNotHeldStoresNothing(t *testing.T) {
 	n := nodetest.Start(t)
-	data := i4TinyPNG(t)
-	big := i4PadPNG(t, data, 8<<20)
-	a := i4NewLife(t, n)
+	data := tinyPNG(t)
+	big := padPNG(t, data, 8<<20)
+	a := newTaskLife(t, n)
 	a.claim(t)
 	// CLAIMED, not started.
-	i4Refuse(t, a, 409, "invalid_state", func() *nodetest.Resp { return a.evidence(t, "", big, nil) })
+	a.mustRefuse(t, 409, "invalid_state", func() *nodetest.Resp { return a.evidence(t, "", big, nil) })
 	mustBlobs(t, n, "claimed, not started")
 	a.must(t, "start")
-	b := i4NewLife(t, n)
+	b := newTaskLife(t, n)
 	b.claim(t)
 	b.must(t, "start")
 
@@ -115,7 +115,7 @@ func TestEvidenceNotHeldStoresNothing(t *testing.T) {
 	notUUID.id = "not-a-task"
 	cases := []struct {
 		name   string
-		l      *i4Life
+		l      *taskLife
 		status int
 		code   string
 		extra  map[string]string
@@ -129,7 +129,7 @@ func TestEvidenceNotHeldStoresNothing(t *testing.T) {
 		{"another execution", a, 409, "execution_mismatch", map[string]string{"X-Execution-Id": b.exec}},
 	}
 	for _, c := range cases {
-		i4Refuse(t, a, c.status, c.code, func() *nodetest.Resp { return c.l.evidence(t, "", big, c.extra) })
+		a.mustRefuse(t, c.status, c.code, func() *nodetest.Resp { return c.l.evidence(t, "", big, c.extra) })
 		mustBlobs(t, n, c.name)
 	}
 	// Without Content-Length: refused the same, nothing stored.
@@ -140,20 +140,20 @@ func TestEvidenceNotHeldStoresNothing(t *testing.T) {
 	}
 	mustBlobs(t, n, "chunked, not held")
 	// Body validation still comes first, and still stores nothing.
-	i4Refuse(t, a, 400, "invalid_png", func() *nodetest.Resp { return cross.evidence(t, "", i4TinyJPEG(t, 1), nil) })
-	i4Refuse(t, a, 400, "invalid_png", func() *nodetest.Resp { return cross.evidence(t, "", data[:20], nil) })
+	a.mustRefuse(t, 400, "invalid_png", func() *nodetest.Resp { return cross.evidence(t, "", tinyJPEG(t, 1), nil) })
+	a.mustRefuse(t, 400, "invalid_png", func() *nodetest.Resp { return cross.evidence(t, "", data[:20], nil) })
 	res, raw, err = rawEvidence(t, &cross, a.id, chunked{io.MultiReader(bytes.NewReader(big), bytes.NewReader([]byte{0}))}, -1, nil)
 	if err != nil || res.StatusCode != 413 || !strings.Contains(string(raw), "body_too_large") {
 		t.Fatalf("chunked oversize to a task not held: %v %v %s", res, err, raw)
 	}
-	res, raw, err = rawEvidence(t, &cross, a.id, chunked{io.MultiReader(bytes.NewReader(i4TinyJPEG(t, 2)), bytes.NewReader(make([]byte, 8<<20)))}, -1, nil)
+	res, raw, err = rawEvidence(t, &cross, a.id, chunked{io.MultiReader(bytes.NewReader(tinyJPEG(t, 2)), bytes.NewReader(make([]byte, 8<<20)))}, -1, nil)
 	if err != nil || res.StatusCode != 413 || !strings.Contains(string(raw), "body_too_large") {
 		t.Fatalf("chunked oversize JPEG to a task not held: %v %v %s", res, err, raw)
 	}
 	mustBlobs(t, n, "invalid bodies, not held")
 	// The running lease ends: refused, nothing stored.
 	n.Advance(n.Engine.Config().RunningLease)
-	i4Refuse(t, a, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", big, nil) })
+	a.mustRefuse(t, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", big, nil) })
 	mustBlobs(t, n, "lease expired")
 }
 
@@ -190,13 +190,13 @@ func (s *blobStages) wait(t *testing.T, stage string) {
 // goes away mid-body, a lease that ends while the body streams, a refusal
 // the sequencer finds after the blob took its name, a storage error.
 func TestRefusedUploadLeavesNoTemporaryFile(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	n := l.n
-	data := i4TinyPNG(t)
+	data := tinyPNG(t)
 	stages := watchBlobs(n)
 
 	// Over the limit without Content-Length: cut off at the limit.
-	res, raw, err := rawEvidence(t, l, l.id, chunked{bytes.NewReader(i4PadPNG(t, data, 8<<20+1))}, -1, nil)
+	res, raw, err := rawEvidence(t, l, l.id, chunked{bytes.NewReader(padPNG(t, data, 8<<20+1))}, -1, nil)
 	if err != nil || res.StatusCode != 413 || !strings.Contains(string(raw), "body_too_large") {
 		t.Fatalf("chunked oversize: %v %v %s", res, err, raw)
 	}
@@ -211,7 +211,7 @@ func TestRefusedUploadLeavesNoTemporaryFile(t *testing.T) {
 		done <- err
 	}()
 	// More than the client's write buffer, so that the headers go out.
-	if _, err := pw.Write(i4PadPNG(t, data, 64<<10)); err != nil {
+	if _, err := pw.Write(padPNG(t, data, 64<<10)); err != nil {
 		t.Fatal(err)
 	}
 	stages.wait(t, ledger.BlobCreated)
@@ -223,7 +223,7 @@ func TestRefusedUploadLeavesNoTemporaryFile(t *testing.T) {
 	mustBlobs(t, n, "client gone")
 
 	// The lease ends while the body streams: refused before the rename.
-	big := i4PadPNG(t, data, 1<<20)
+	big := padPNG(t, data, 1<<20)
 	head := n.Head()
 	stages.at[ledger.BlobCreated] = func() { n.Advance(n.Engine.Config().RunningLease) }
 	r := l.evidence(t, "", big, nil)
@@ -240,21 +240,21 @@ func TestRefusedUploadLeavesNoTemporaryFile(t *testing.T) {
 // unless it existed before (another task's evidence with the same bytes).
 func TestUploadRefusedAtCommitRemovesItsBlob(t *testing.T) {
 	n := nodetest.Start(t)
-	data := i4TinyPNG(t)
-	shared := i4PadPNG(t, data, 4096)
-	a := i4NewLife(t, n)
+	data := tinyPNG(t)
+	shared := padPNG(t, data, 4096)
+	a := newTaskLife(t, n)
 	a.claim(t)
 	a.must(t, "start")
-	b := i4NewLife(t, n)
+	b := newTaskLife(t, n)
 	b.claim(t)
 	b.must(t, "start")
-	i4Uploaded(t, b.evidence(t, "", shared, nil), shared)
+	mustUploaded(t, b.evidence(t, "", shared, nil), shared)
 	stages := watchBlobs(n)
 	// Both leases end once the blob is renamed: the decision refuses.
 	stages.at[ledger.BlobRenamed] = func() { n.Advance(n.Engine.Config().RunningLease) }
-	i4Refuse(t, a, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
 	stages.wait(t, ledger.BlobRemoved)
-	mustBlobs(t, n, "refused at commit", i4SHA(shared))
+	mustBlobs(t, n, "refused at commit", sha256Hex(shared))
 
 	// Re-claimed and started again, the same device uploads b's bytes; the
 	// decision refuses again: b's blob is referenced and stays.
@@ -264,8 +264,8 @@ func TestUploadRefusedAtCommitRemovesItsBlob(t *testing.T) {
 	a.claim(t)
 	a.must(t, "start")
 	stages.at[ledger.BlobRenamed] = func() { n.Advance(n.Engine.Config().RunningLease) }
-	i4Refuse(t, a, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", shared, nil) })
-	mustBlobs(t, n, "refused at commit, shared blob", i4SHA(shared))
+	a.mustRefuse(t, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", shared, nil) })
+	mustBlobs(t, n, "refused at commit, shared blob", sha256Hex(shared))
 	get := n.Do("GET", "/api/v1/admin/tasks/"+b.id, n.AdminToken, nil, nil)
 	ev := get.JSON()["evidence"].([]any)[0].(map[string]any)
 	nodetest.Must(t, n.Do("GET", "/api/v1/admin/tasks/"+b.id+"/evidence/"+nodetest.Str(ev, "evidence_id"), n.AdminToken, nil, nil), 200)
@@ -274,21 +274,21 @@ func TestUploadRefusedAtCommitRemovesItsBlob(t *testing.T) {
 // A replay or a conflict of an upload key hashes the body and stores
 // nothing new.
 func TestUploadKeyReplayStoresNothing(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	n := l.n
-	data := i4TinyPNG(t)
-	other := i4PadPNG(t, data, 2048)
+	data := tinyPNG(t)
+	other := padPNG(t, data, 2048)
 	key := nodetest.NewKey()
 	first := l.evidence(t, key, data, nil)
-	i4Uploaded(t, first, data)
-	i4Refuse(t, l, 409, "idempotency_conflict", func() *nodetest.Resp { return l.evidence(t, key, other, nil) })
+	mustUploaded(t, first, data)
+	l.mustRefuse(t, 409, "idempotency_conflict", func() *nodetest.Resp { return l.evidence(t, key, other, nil) })
 	again := l.evidence(t, key, data, nil)
 	nodetest.Must(t, again, 201)
 	if again.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.Body, first.Body) {
 		t.Fatalf("replay: %s", again.Body)
 	}
-	i4Refuse(t, l, 400, "invalid_png", func() *nodetest.Resp { return l.evidence(t, key, i4TinyJPEG(t, 4), nil) })
-	mustBlobs(t, n, "replay and conflict", i4SHA(data))
+	l.mustRefuse(t, 400, "invalid_png", func() *nodetest.Resp { return l.evidence(t, key, tinyJPEG(t, 4), nil) })
+	mustBlobs(t, n, "replay and conflict", sha256Hex(data))
 }
 
 // Each device may have --device-upload-inflight bytes of uploads in
@@ -297,12 +297,12 @@ func TestUploadKeyReplayStoresNothing(t *testing.T) {
 func TestUploadQuotaBoundsBytesInFlight(t *testing.T) {
 	n := nodetest.Start(t)
 	n.API.SetLimits(api.Limits{DeviceUploadInflight: 8 << 20})
-	data := i4TinyPNG(t)
-	big := i4PadPNG(t, data, 8<<20)
-	a := i4NewLife(t, n)
+	data := tinyPNG(t)
+	big := padPNG(t, data, 8<<20)
+	a := newTaskLife(t, n)
 	a.claim(t)
 	a.must(t, "start")
-	b := i4NewLife(t, n)
+	b := newTaskLife(t, n)
 	b.claim(t)
 	b.must(t, "start")
 	stages := watchBlobs(n)
@@ -336,7 +336,7 @@ func TestUploadQuotaBoundsBytesInFlight(t *testing.T) {
 		t.Fatalf("metric: %q", line)
 	}
 	// Another device has its own quota.
-	i4Uploaded(t, b.evidence(t, "", data, nil), data)
+	mustUploaded(t, b.evidence(t, "", data, nil), data)
 	// The upload in flight finishes; its bytes are free again.
 	go func() {
 		pw.Write(big[64<<10:])
@@ -346,18 +346,18 @@ func TestUploadQuotaBoundsBytesInFlight(t *testing.T) {
 	if got.err != nil || got.res.StatusCode != 201 {
 		t.Fatalf("the upload in flight: %v %v %s", got.res, got.err, got.raw)
 	}
-	i4Uploaded(t, a.evidence(t, "", data, nil), data)
-	mustBlobs(t, n, "after the quota", i4SHA(data), i4SHA(big))
+	mustUploaded(t, a.evidence(t, "", data, nil), data)
+	mustBlobs(t, n, "after the quota", sha256Hex(data), sha256Hex(big))
 }
 
 // Evidence whose blob is damaged or missing answers 503 with Retry-After
 // and an empty body, never a 500 and never the damaged bytes.
 func TestDamagedEvidenceAnswersUnavailable(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	n := l.n
-	data := i4TinyPNG(t)
-	ev := i4Uploaded(t, l.evidence(t, "", data, nil), data)
-	path := filepath.Join(n.Dir, "blobs", i4SHA(data))
+	data := tinyPNG(t)
+	ev := mustUploaded(t, l.evidence(t, "", data, nil), data)
+	path := filepath.Join(n.Dir, "blobs", sha256Hex(data))
 	get := func() *nodetest.Resp {
 		return n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/evidence/"+nodetest.Str(ev, "evidence_id"), n.AdminToken, nil, nil)
 	}

@@ -14,9 +14,9 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// i4PadPNG inserts a private ancillary chunk after IHDR so that a real PNG
+// padPNG inserts a private ancillary chunk after IHDR so that a real PNG
 // is exactly size bytes long.
-func i4PadPNG(t testing.TB, p []byte, size int) []byte {
+func padPNG(t testing.TB, p []byte, size int) []byte {
 	t.Helper()
 	l := size - len(p) - 12
 	if l < 0 {
@@ -31,12 +31,12 @@ func i4PadPNG(t testing.TB, p []byte, size int) []byte {
 	return append(out, p[33:]...)
 }
 
-// i4Uploaded checks a 201 evidence answer against data.
-func i4Uploaded(t *testing.T, r *nodetest.Resp, data []byte) map[string]any {
+// mustUploaded checks a 201 evidence answer against data.
+func mustUploaded(t *testing.T, r *nodetest.Resp, data []byte) map[string]any {
 	t.Helper()
 	nodetest.Must(t, r, 201)
 	m := r.JSON()
-	if nodetest.Str(m, "sha256") != i4SHA(data) || nodetest.Num(m, "size") != uint64(len(data)) ||
+	if nodetest.Str(m, "sha256") != sha256Hex(data) || nodetest.Num(m, "size") != uint64(len(data)) ||
 		nodetest.Str(m, "kind") != "screenshot" || nodetest.Str(m, "captured_at") != "2026-03-01T10:00:00.123Z" ||
 		nodetest.Str(m, "evidence_id") == "" {
 		t.Fatalf("evidence answer %s", r.Body)
@@ -45,16 +45,16 @@ func i4Uploaded(t *testing.T, r *nodetest.Resp, data []byte) map[string]any {
 }
 
 func TestEvidenceUpload(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	n := l.n
-	data := i4TinyPNG(t)
+	data := tinyPNG(t)
 
 	// Header and body validation comes first and appends nothing.
 	refuse := func(status int, code string, body []byte, hdr map[string]string) {
 		t.Helper()
-		i4Refuse(t, l, status, code, func() *nodetest.Resp { return l.evidence(t, "", body, hdr) })
+		l.mustRefuse(t, status, code, func() *nodetest.Resp { return l.evidence(t, "", body, hdr) })
 	}
-	refuse(400, "invalid_png", i4TinyJPEG(t, 3), nil)
+	refuse(400, "invalid_png", tinyJPEG(t, 3), nil)
 	refuse(400, "invalid_png", data[:20], nil)
 	refuse(400, "invalid_png", []byte{}, nil)
 	badCRC := append([]byte{}, data...)
@@ -64,7 +64,7 @@ func TestEvidenceUpload(t *testing.T) {
 	badDepth[24] = 3 // bit depth 3 is not a PNG depth
 	binary.BigEndian.PutUint32(badDepth[29:33], crc32.ChecksumIEEE(badDepth[12:29]))
 	refuse(400, "invalid_png", badDepth, nil)
-	refuse(413, "body_too_large", i4PadPNG(t, data, 8<<20+1), nil)
+	refuse(413, "body_too_large", padPNG(t, data, 8<<20+1), nil)
 	refuse(415, "unsupported_media_type", data, map[string]string{"Content-Type": "application/json"})
 	refuse(400, "invalid_idempotency_key", data, map[string]string{"Idempotency-Key": ""})
 	refuse(400, "invalid_claim_token", data, map[string]string{"X-Claim-Token": ""})
@@ -98,21 +98,21 @@ func TestEvidenceUpload(t *testing.T) {
 	refuse(409, "execution_mismatch", data, map[string]string{"X-Execution-Id": nodetest.NewKey()})
 	other := *l
 	other.id = nodetest.NewKey()
-	i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return other.evidence(t, "", data, nil) })
+	l.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return other.evidence(t, "", data, nil) })
 
 	// Exactly 8 MiB is accepted; a small one too.
-	big := i4PadPNG(t, data, 8<<20)
-	i4Uploaded(t, l.evidence(t, "", big, nil), big)
+	big := padPNG(t, data, 8<<20)
+	mustUploaded(t, l.evidence(t, "", big, nil), big)
 	key := nodetest.NewKey()
 	first := l.evidence(t, key, data, nil)
-	ev := i4Uploaded(t, first, data)
-	i4NoPath(t, n, first.Body)
-	i4NoSecret(t, first.Body, l)
+	ev := mustUploaded(t, first, data)
+	noStoragePath(t, n, first.Body)
+	l.mustHoldNoSecret(t, first.Body)
 	// The blob is a file named by its SHA-256, with the exact bytes.
 	for _, b := range [][]byte{data, big} {
-		stored, err := os.ReadFile(filepath.Join(n.Dir, "blobs", i4SHA(b)))
+		stored, err := os.ReadFile(filepath.Join(n.Dir, "blobs", sha256Hex(b)))
 		if err != nil || !bytes.Equal(stored, b) {
-			t.Fatalf("blob %s: %v", i4SHA(b), err)
+			t.Fatalf("blob %s: %v", sha256Hex(b), err)
 		}
 	}
 
@@ -134,57 +134,58 @@ func TestEvidenceUpload(t *testing.T) {
 		t.Fatalf("replay after completion: %s %v", again.Body, again.Header)
 	}
 	// Same key, other bytes or other headers → conflict; a new key → not held.
-	i4Refuse(t, l, 409, "idempotency_conflict", func() *nodetest.Resp { return l.evidence(t, key, big, nil) })
-	i4Refuse(t, l, 409, "idempotency_conflict", func() *nodetest.Resp {
+	l.mustRefuse(t, 409, "idempotency_conflict", func() *nodetest.Resp { return l.evidence(t, key, big, nil) })
+	l.mustRefuse(t, 409, "idempotency_conflict", func() *nodetest.Resp {
 		return l.evidence(t, key, data, map[string]string{"X-Captured-At": "2026-03-01T10:00:01.000Z"})
 	})
-	i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return l.evidence(t, "", data, nil) })
+
+	l.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return l.evidence(t, "", data, nil) })
 
 	// The task detail lists both, and carries no token, hash or path.
 	d := n.Do("GET", "/api/v1/admin/tasks/"+l.id, n.AdminToken, nil, nil)
 	nodetest.Must(t, d, 200)
 	list := d.JSON()["evidence"].([]any)
 	if len(list) != 2 || nodetest.Str(list[1].(map[string]any), "evidence_id") != nodetest.Str(ev, "evidence_id") ||
-		nodetest.Str(list[1].(map[string]any), "sha256") != i4SHA(data) {
+		nodetest.Str(list[1].(map[string]any), "sha256") != sha256Hex(data) {
 		t.Fatalf("evidence list %v", list)
 	}
-	i4NoSecret(t, d.Body, l)
-	i4NoPath(t, n, d.Body)
+	l.mustHoldNoSecret(t, d.Body)
+	noStoragePath(t, n, d.Body)
 }
 
 func TestEvidenceOwnership(t *testing.T) {
 	n := nodetest.Start(t)
 	cfg := n.Engine.Config()
-	data := i4TinyPNG(t)
-	a := i4NewLife(t, n)
+	data := tinyPNG(t)
+	a := newTaskLife(t, n)
 	a.claim(t)
 	// CLAIMED, not started: no execution to attach to.
-	i4Refuse(t, a, 409, "invalid_state", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 409, "invalid_state", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
 	a.must(t, "start")
 
 	// Another device, running its own task, cannot upload to a's execution,
 	// neither with its own claim nor with a's.
-	b := i4NewLife(t, n)
+	b := newTaskLife(t, n)
 	b.claim(t)
 	b.must(t, "start")
 	cross := *b
 	cross.id = a.id
-	i4Refuse(t, a, 404, "claim_not_found", func() *nodetest.Resp { return cross.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return cross.evidence(t, "", data, nil) })
 	cross.tok, cross.gen, cross.exec = a.tok, a.gen, a.exec
-	i4Refuse(t, a, 404, "claim_not_found", func() *nodetest.Resp { return cross.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return cross.evidence(t, "", data, nil) })
 	// b's execution on a's task.
-	i4Refuse(t, a, 409, "execution_mismatch", func() *nodetest.Resp {
+	a.mustRefuse(t, 409, "execution_mismatch", func() *nodetest.Resp {
 		return a.evidence(t, "", data, map[string]string{"X-Execution-Id": b.exec})
 	})
 
 	// The running lease expires: the device must stop.
 	n.Advance(cfg.RunningLease)
-	i4Refuse(t, a, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 409, "lease_expired", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
 
 	// Stale execution: recovered, re-authorized, claimed and started again
 	// by the same device. The old execution, token and generation are refused.
 	nodetest.Must(t, a.admin(t, "recover", map[string]any{"decision": "requeue", "reason": "silent", "expected_version": a.ver}), 200)
-	i4Refuse(t, a, 404, "claim_not_found", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return a.evidence(t, "", data, nil) })
 	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 1, "ttl_seconds": 3600}), 200)
 	nodetest.Must(t, a.d.Ready(), 200)
 	old := *a
@@ -193,14 +194,14 @@ func TestEvidenceOwnership(t *testing.T) {
 	if a.exec == old.exec || a.gen != old.gen+1 {
 		t.Fatalf("new claim %d/%s after %d/%s", a.gen, a.exec, old.gen, old.exec)
 	}
-	i4Refuse(t, a, 403, "claim_token_mismatch", func() *nodetest.Resp { return old.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 403, "claim_token_mismatch", func() *nodetest.Resp { return old.evidence(t, "", data, nil) })
 	withOldGen := *a
 	withOldGen.gen = old.gen
-	i4Refuse(t, a, 409, "claim_generation_mismatch", func() *nodetest.Resp { return withOldGen.evidence(t, "", data, nil) })
+	a.mustRefuse(t, 409, "claim_generation_mismatch", func() *nodetest.Resp { return withOldGen.evidence(t, "", data, nil) })
 	withOldExec := *a
 	withOldExec.exec = old.exec
-	i4Refuse(t, a, 409, "execution_mismatch", func() *nodetest.Resp { return withOldExec.evidence(t, "", data, nil) })
-	i4Uploaded(t, a.evidence(t, "", data, nil), data)
+	a.mustRefuse(t, 409, "execution_mismatch", func() *nodetest.Resp { return withOldExec.evidence(t, "", data, nil) })
+	mustUploaded(t, a.evidence(t, "", data, nil), data)
 
 	// A revoked device is refused at authentication.
 	nodetest.Must(t, n.Do("POST", "/api/v1/admin/devices/"+b.d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost"}, nil), 200)
@@ -215,15 +216,15 @@ func TestEvidenceOwnership(t *testing.T) {
 // the same 201, the late report the same 409, and both blobs are served.
 func TestReplaysSurviveRestart(t *testing.T) {
 	n := nodetest.Start(t)
-	img, shot := i4TinyJPEG(t, 5), i4TinyPNG(t)
-	a := i4NewLife(t, n)
-	nodetest.Must(t, i4PutImage(n, a.id, img, ""), 200)
+	img, shot := tinyJPEG(t, 5), tinyPNG(t)
+	a := newTaskLife(t, n)
+	nodetest.Must(t, putReferenceImage(n, a.id, img, ""), 200)
 	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
 	a.claim(t)
 	a.must(t, "start")
 	evKey, lateKey := nodetest.NewKey(), nodetest.NewKey()
 	first := a.evidence(t, evKey, shot, nil)
-	ev := i4Uploaded(t, first, shot)
+	ev := mustUploaded(t, first, shot)
 	n.Advance(n.Engine.Config().RunningLease)
 	late := a.call(t, "complete", lateKey)
 	nodetest.Must(t, late, 409, "lease_expired")

@@ -2,22 +2,19 @@ package api_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
 	"strconv"
-	"strings"
 	"testing"
 
 	"taskledger/node/nodetest"
 )
 
-// i4Life is a task driven to a state by one device, with everything that
+// taskLife is a task driven to a state by one device, with everything that
 // device knows about it.
-type i4Life struct {
+type taskLife struct {
 	n    *nodetest.Node
 	d    *nodetest.Device
 	id   string
@@ -30,16 +27,15 @@ type i4Life struct {
 	claimLease string
 }
 
-// i4NewLife creates an authorized task and a ready device (nothing claimed).
-func i4NewLife(t *testing.T, n *nodetest.Node) *i4Life {
+// newTaskLife creates an authorized task and a ready device (nothing claimed).
+func newTaskLife(t *testing.T, n *nodetest.Node) *taskLife {
 	t.Helper()
-	d := n.RegisterDevice()
-	nodetest.Must(t, d.Ready(), 200)
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(map[string]any{"n": 1})
-	return &i4Life{n: n, d: d, id: id, tok: nodetest.NewClaimToken(), gen: 1, exec: nodetest.NewKey(), ver: 1, rev: 1}
+	return &taskLife{n: n, d: d, id: id, tok: nodetest.NewClaimToken(), gen: 1, exec: nodetest.NewKey(), ver: 1, rev: 1}
 }
 
-func (l *i4Life) claim(t *testing.T) {
+func (l *taskLife) claim(t *testing.T) {
 	t.Helper()
 	r, tok := l.d.Claim()
 	nodetest.Must(t, r, 200)
@@ -53,22 +49,22 @@ func (l *i4Life) claim(t *testing.T) {
 
 // call sends a task-scoped call with the life's generation, execution and
 // version filled in as the op needs them.
-func (l *i4Life) call(t *testing.T, op string, key string) *nodetest.Resp {
+func (l *taskLife) call(t *testing.T, op string, key string) *nodetest.Resp {
 	t.Helper()
 	if op == "evidence" {
-		return l.evidence(t, key, i4TinyPNG(t), nil)
+		return l.evidence(t, key, tinyPNG(t), nil)
 	}
-	return l.d.Call(l.id, i4OpPath(op), l.tok, l.body(op), key)
+	return l.d.Call(l.id, deviceOpPath(op), l.tok, l.body(op), key)
 }
 
-func i4OpPath(op string) string {
+func deviceOpPath(op string) string {
 	if op == "renew" {
 		return "lease/renew"
 	}
 	return op
 }
 
-func (l *i4Life) body(op string) map[string]any {
+func (l *taskLife) body(op string) map[string]any {
 	b := map[string]any{"claim_generation": l.gen}
 	switch op {
 	case "renew":
@@ -95,7 +91,7 @@ func (l *i4Life) body(op string) map[string]any {
 }
 
 // must sends op and requires 200, then updates version and execution.
-func (l *i4Life) must(t *testing.T, op string) map[string]any {
+func (l *taskLife) must(t *testing.T, op string) map[string]any {
 	t.Helper()
 	r := l.call(t, op, "")
 	nodetest.Must(t, r, 200)
@@ -108,7 +104,7 @@ func (l *i4Life) must(t *testing.T, op string) map[string]any {
 }
 
 // evidenceHeaders are the headers of an evidence upload for this life.
-func (l *i4Life) evidenceHeaders(key string) map[string]string {
+func (l *taskLife) evidenceHeaders(key string) map[string]string {
 	if key == "" {
 		key = nodetest.NewKey()
 	}
@@ -118,7 +114,7 @@ func (l *i4Life) evidenceHeaders(key string) map[string]string {
 }
 
 // evidence uploads data; extra headers override (a "" value removes one).
-func (l *i4Life) evidence(t *testing.T, key string, data []byte, extra map[string]string) *nodetest.Resp {
+func (l *taskLife) evidence(t *testing.T, key string, data []byte, extra map[string]string) *nodetest.Resp {
 	t.Helper()
 	h := l.evidenceHeaders(key)
 	for k, v := range extra {
@@ -129,7 +125,7 @@ func (l *i4Life) evidence(t *testing.T, key string, data []byte, extra map[strin
 
 // image sends GET /device/tasks/{id}/reference-image with the life's token
 // and generation, overridden by extra.
-func (l *i4Life) image(t *testing.T, extra map[string]string) *nodetest.Resp {
+func (l *taskLife) image(t *testing.T, extra map[string]string) *nodetest.Resp {
 	t.Helper()
 	h := map[string]string{"X-Claim-Token": l.tok, "X-Claim-Generation": strconv.FormatUint(l.gen, 10)}
 	for k, v := range extra {
@@ -139,13 +135,13 @@ func (l *i4Life) image(t *testing.T, extra map[string]string) *nodetest.Resp {
 }
 
 // admin sends an operator call on the task.
-func (l *i4Life) admin(t *testing.T, op string, body any) *nodetest.Resp {
+func (l *taskLife) admin(t *testing.T, op string, body any) *nodetest.Resp {
 	t.Helper()
 	return l.n.Do("POST", "/api/v1/admin/tasks/"+l.id+"/"+op, l.n.AdminToken, body, nil)
 }
 
-// i4PutImage sends PUT /admin/tasks/{id}/reference-image.
-func i4PutImage(n *nodetest.Node, id string, data []byte, key string) *nodetest.Resp {
+// putReferenceImage sends PUT /admin/tasks/{id}/reference-image.
+func putReferenceImage(n *nodetest.Node, id string, data []byte, key string) *nodetest.Resp {
 	h := map[string]string{"Content-Type": "image/jpeg"}
 	if key != "" {
 		h["Idempotency-Key"] = key
@@ -156,35 +152,35 @@ func i4PutImage(n *nodetest.Node, id string, data []byte, key string) *nodetest.
 // Driven states: the seven states of domain.md plus the variants whose
 // lease expired or whose cancel was requested.
 const (
-	i4StPending       = "PENDING"
-	i4StClaimed       = "CLAIMED"
-	i4StClaimedStale  = "CLAIMED(claim lease expired)"
-	i4StRunning       = "RUNNING"
-	i4StRunningCancel = "RUNNING(cancel requested)"
-	i4StRunningStale  = "RUNNING(running lease expired)"
-	i4StWaiting       = "WAITING_CONFIRMATION"
-	i4StWaitingCancel = "WAITING_CONFIRMATION(cancel requested)"
-	i4StSucceeded     = "SUCCEEDED"
-	i4StFailed        = "FAILED"
-	i4StCanceled      = "CANCELED"
+	stPending       = "PENDING"
+	stClaimed       = "CLAIMED"
+	stClaimedStale  = "CLAIMED(claim lease expired)"
+	stRunning       = "RUNNING"
+	stRunningCancel = "RUNNING(cancel requested)"
+	stRunningStale  = "RUNNING(running lease expired)"
+	stWaiting       = "WAITING_CONFIRMATION"
+	stWaitingCancel = "WAITING_CONFIRMATION(cancel requested)"
+	stSucceeded     = "SUCCEEDED"
+	stFailed        = "FAILED"
+	stCanceled      = "CANCELED"
 )
 
-var i4DrivenStates = []string{i4StPending, i4StClaimed, i4StClaimedStale, i4StRunning, i4StRunningCancel, i4StRunningStale,
-	i4StWaiting, i4StWaitingCancel, i4StSucceeded, i4StFailed, i4StCanceled}
+var drivenStates = []string{stPending, stClaimed, stClaimedStale, stRunning, stRunningCancel, stRunningStale,
+	stWaiting, stWaitingCancel, stSucceeded, stFailed, stCanceled}
 
-// i4DriveTo starts a fresh node and drives a new task to state.
-func i4DriveTo(t *testing.T, state string) *i4Life {
+// driveTo starts a fresh node and drives a new task to state.
+func driveTo(t *testing.T, state string) *taskLife {
 	t.Helper()
 	n := nodetest.Start(t)
-	l := i4NewLife(t, n)
+	l := newTaskLife(t, n)
 	cfg := n.Engine.Config()
 	switch state {
-	case i4StPending:
+	case stPending:
 		return l
-	case i4StClaimed:
+	case stClaimed:
 		l.claim(t)
 		return l
-	case i4StClaimedStale:
+	case stClaimedStale:
 		l.claim(t)
 		n.Advance(cfg.ClaimLease) // boundary: now == lease_expires_at is expired
 		return l
@@ -192,21 +188,21 @@ func i4DriveTo(t *testing.T, state string) *i4Life {
 	l.claim(t)
 	l.must(t, "start")
 	switch state {
-	case i4StRunning:
-	case i4StRunningCancel:
+	case stRunning:
+	case stRunningCancel:
 		nodetest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
-	case i4StRunningStale:
+	case stRunningStale:
 		n.Advance(cfg.RunningLease)
-	case i4StWaiting:
+	case stWaiting:
 		l.must(t, "await-confirmation")
-	case i4StWaitingCancel:
+	case stWaitingCancel:
 		l.must(t, "await-confirmation")
 		nodetest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
-	case i4StSucceeded:
+	case stSucceeded:
 		l.must(t, "complete")
-	case i4StFailed:
+	case stFailed:
 		l.must(t, "fail")
-	case i4StCanceled:
+	case stCanceled:
 		nodetest.Must(t, l.admin(t, "cancel", map[string]any{"reason": "stop"}), 200)
 		l.must(t, "cancel-ack")
 	default:
@@ -215,8 +211,8 @@ func i4DriveTo(t *testing.T, state string) *i4Life {
 	return l
 }
 
-// i4TinyPNG is a real 2×2 PNG.
-func i4TinyPNG(t testing.TB) []byte {
+// tinyPNG is a real 2×2 PNG.
+func tinyPNG(t testing.TB) []byte {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, 2, 2))
 	img.Set(1, 1, color.NRGBA{R: 200, A: 255})
@@ -227,8 +223,8 @@ func i4TinyPNG(t testing.TB) []byte {
 	return b.Bytes()
 }
 
-// i4TinyJPEG is a real 8×8 JPEG whose content depends on seed.
-func i4TinyJPEG(t testing.TB, seed uint8) []byte {
+// tinyJPEG is a real 8×8 JPEG whose content depends on seed.
+func tinyJPEG(t testing.TB, seed uint8) []byte {
 	t.Helper()
 	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
 	for i := range img.Pix {
@@ -241,16 +237,9 @@ func i4TinyJPEG(t testing.TB, seed uint8) []byte {
 	return b.Bytes()
 }
 
-// i4NoSecret fails if body holds a token of the life (device, claim,
+// mustHoldNoSecret fails if body holds a token of the life (device, claim,
 // admin) or its SHA-256 in hex.
-func i4NoSecret(t testing.TB, body []byte, l *i4Life) {
+func (l *taskLife) mustHoldNoSecret(t testing.TB, body []byte) {
 	t.Helper()
-	for name, s := range map[string]string{"device token": l.d.Token, "claim token": l.tok, "admin token": l.n.AdminToken} {
-		sum := sha256.Sum256([]byte(s))
-		for _, form := range []string{s, hex.EncodeToString(sum[:])} {
-			if bytes.Contains(bytes.ToLower(body), []byte(strings.ToLower(form))) {
-				t.Fatalf("response carries the %s or its hash: %s", name, body)
-			}
-		}
-	}
+	nodetest.MustHoldNoSecret(t, "response", body, l.d.Token, l.tok, l.n.AdminToken)
 }

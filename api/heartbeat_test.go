@@ -17,7 +17,7 @@ type running struct {
 
 func startRunning(t *testing.T, n *nodetest.Node) *running {
 	t.Helper()
-	return &running{Run: n.StartTask(t, ctReadyDevice(t, n), nil), n: n}
+	return &running{Run: n.StartTask(t, n.ReadyDevice(t), nil), n: n}
 }
 
 func (r *running) beat(step, key string) *nodetest.Resp {
@@ -34,7 +34,7 @@ func (r *running) complete() *nodetest.Resp {
 func lastEvent(t *testing.T, n *nodetest.Node) map[string]any {
 	t.Helper()
 	h := n.Head()
-	r := n.Do("GET", ctAdminPath+"/events?after="+strconv.FormatUint(h-1, 10)+"&limit=1", n.AdminToken, nil, nil)
+	r := n.Do("GET", nodetest.AdminPath+"/events?after="+strconv.FormatUint(h-1, 10)+"&limit=1", n.AdminToken, nil, nil)
 	nodetest.Must(t, r, http.StatusOK)
 	evs := r.JSON()["events"].([]any)
 	if len(evs) != 1 {
@@ -136,7 +136,7 @@ func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
 		t.Fatalf("after restart the lease is %v, want %v", ex["lease_expires_at"], lease)
 	}
 	again := r.beat("work", key)
-	ctReplayed(t, first, again)
+	nodetest.MustReplay(t, first, again)
 
 	// 89 s after the quiet heartbeat (well past the events' lease): alive.
 	n.Advance(89 * time.Second)
@@ -148,11 +148,11 @@ func TestQuietHeartbeatLeaseSurvivesRestart(t *testing.T) {
 	// Without further heartbeats the lease ends exactly 90 s later.
 	n.Advance(90 * time.Second)
 	h = n.Head()
-	ctRefused(t, n, h, r.beat("work", ""), http.StatusConflict, "lease_expired")
+	n.MustRefuse(t, h, r.beat("work", ""), http.StatusConflict, "lease_expired")
 	// A late completion is kept as a late report, judged against the
 	// extended lease.
 	resp := r.complete()
-	ctErr(t, resp, http.StatusConflict, "lease_expired")
+	nodetest.MustError(t, resp, http.StatusConflict, "lease_expired")
 	ev := lastEvent(t, n)
 	if nodetest.Str(ev, "type") != "task.late_report" || ev["body"].(map[string]any)["lease_expires_at"] == nil {
 		t.Fatalf("late report: %v", ev)
@@ -170,6 +170,6 @@ func TestQuietHeartbeatAfterTheEnd(t *testing.T) {
 	nodetest.Must(t, r.beat("work", key), http.StatusOK)
 	nodetest.Must(t, r.complete(), http.StatusOK)
 	h := n.Head()
-	ctRefused(t, n, h, r.beat("work", key), http.StatusConflict, "claim_replay_expired")
-	ctRefused(t, n, h, r.beat("work", ""), http.StatusNotFound, "claim_not_found")
+	n.MustRefuse(t, h, r.beat("work", key), http.StatusConflict, "claim_replay_expired")
+	n.MustRefuse(t, h, r.beat("work", ""), http.StatusNotFound, "claim_not_found")
 }

@@ -11,45 +11,34 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// i3AdvanceTo moves the manual clock to exactly at (whole seconds from now).
-func i3AdvanceTo(t *testing.T, n *nodetest.Node, at int64) {
-	t.Helper()
-	d := at - n.Engine.Now()
-	if d <= 0 || d%1000 != 0 {
-		t.Fatalf("cannot advance by %d ms", d)
-	}
-	n.Advance(time.Duration(d) * time.Millisecond)
-	if n.Engine.Now() != at {
-		t.Fatalf("clock at %s, want %s", i3Fmt(n.Engine.Now()), i3Fmt(at))
-	}
-}
-
 func TestBoundaryClaimLease(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
-	before := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	before := n.ReadyDevice(t)
 	a := n.CreateTask(map[string]any{"n": "a"})
 	b := n.CreateTask(map[string]any{"n": "b"})
-	_, tokA, m := i3Claim(t, d)
-	leaseA := i3Ms(t, m["lease_expires_at"])
-	_, tokB, _ := i3Claim(t, before)
+	_, tokA, claim7 := d.MustClaim(t)
+	m := claim7.JSON()
+	leaseA := nodetest.Millis(t, m["lease_expires_at"])
+	_, tokB, _ := before.MustClaim(t)
 
 	// One second before: valid.
-	i3AdvanceTo(t, n, leaseA-1000)
-	nodetest.Must(t, i3Start(before, b, tokB, 1, 2), 200)
+	n.AdvanceTo(t, leaseA-1000)
+	nodetest.Must(t, before.Start(b, tokB, 1, 2), 200)
 
 	// At lease_expires_at: expired, for every call of the holder.
-	i3AdvanceTo(t, n, leaseA)
+	n.AdvanceTo(t, leaseA)
 	head := n.Head()
-	nodetest.Must(t, i3Start(d, a, tokA, 1, 2), 409, "lease_expired")
-	nodetest.Must(t, i3Renew(d, a, tokA, 1, d.Session, leaseA, ""), 409, "lease_expired")
+	nodetest.Must(t, d.Start(a, tokA, 1, 2), 409, "lease_expired")
+	nodetest.Must(t, d.Renew(a, tokA, 1, d.Session, leaseA, ""), 409, "lease_expired")
 	nodetest.Must(t, d.Call(a, "release", tokA, map[string]any{"claim_generation": 1, "expected_version": 2}, ""), 409, "lease_expired")
 	if n.Head() != head {
 		t.Fatal("calls on an expired claim appended events")
 	}
 	// … and the task is claimable by another device at that very moment.
-	other := i3ReadyDevice(t, n)
-	got, _, m := i3Claim(t, other)
+	other := n.ReadyDevice(t)
+	got, _, claim8 := other.MustClaim(t)
+	m = claim8.JSON()
 	if got != a || nodetest.Num(m, "claim_generation") != 2 {
 		t.Fatalf("at the claim lease's expiry: claimed %s generation %v", got, m["claim_generation"])
 	}
@@ -57,24 +46,24 @@ func TestBoundaryClaimLease(t *testing.T) {
 
 func TestBoundaryRunningLease(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
-	_, tok, _ := i3Claim(t, d)
-	s := i3Start(d, id, tok, 1, 2)
+	_, tok, _ := d.MustClaim(t)
+	s := d.Start(id, tok, 1, 2)
 	nodetest.Must(t, s, 200)
 	exec := nodetest.Str(s.JSON(), "execution_id")
-	running := i3Ms(t, s.JSON()["lease_expires_at"])
+	running := nodetest.Millis(t, s.JSON()["lease_expires_at"])
 	recover := map[string]any{"decision": "fail", "reason": "silent", "expected_version": 3}
 
 	// One second before: valid (the operator may not recover yet).
-	i3AdvanceTo(t, n, running-1000)
-	nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/recover", recover), 409, "lease_not_expired")
+	n.AdvanceTo(t, running-1000)
+	nodetest.Must(t, n.Admin("POST", "/tasks/"+id+"/recover", recover), 409, "lease_not_expired")
 	hb := d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": exec, "step": "one"}, "")
 	nodetest.Must(t, hb, 200)
-	running = i3Ms(t, hb.JSON()["lease_expires_at"])
+	running = nodetest.Millis(t, hb.JSON()["lease_expires_at"])
 
 	// At lease_expires_at: expired.
-	i3AdvanceTo(t, n, running)
+	n.AdvanceTo(t, running)
 	head := n.Head()
 	nodetest.Must(t, d.Call(id, "heartbeat", tok, map[string]any{"claim_generation": 1, "execution_id": exec, "step": "two"}, ""),
 		409, "lease_expired")
@@ -89,53 +78,54 @@ func TestBoundaryRunningLease(t *testing.T) {
 		t.Fatalf("after a late complete: %v", task)
 	}
 	// The operator may recover at that very moment.
-	nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/recover", recover), 200)
+	nodetest.Must(t, n.Admin("POST", "/tasks/"+id+"/recover", recover), 200)
 }
 
 func TestBoundaryAuthorization(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
-	task := i3CreateTask(t, n, map[string]any{"n": 1}, 15*time.Minute)
+	d := n.ReadyDevice(t)
+	task := n.CreateTaskFor(t, map[string]any{"n": 1}, 15*time.Minute)
 	id := nodetest.Str(task, "id")
-	exp := i3Ms(t, i3Obj(task, "authorization")["expires_at"])
+	exp := nodetest.Millis(t, nodetest.Obj(task, "authorization")["expires_at"])
 
 	// One second before: claimable, with a claim lease of one second.
-	i3AdvanceTo(t, n, exp-1000)
+	n.AdvanceTo(t, exp-1000)
 	nodetest.Must(t, d.Ready(), 200)
-	_, tok, m := i3Claim(t, d)
-	if got := i3Ms(t, m["lease_expires_at"]); got != exp {
-		t.Fatalf("lease %s, want the authorization's expiry %s", i3Fmt(got), i3Fmt(exp))
+	_, tok, claim9 := d.MustClaim(t)
+	m := claim9.JSON()
+	if got := nodetest.Millis(t, m["lease_expires_at"]); got != exp {
+		t.Fatalf("lease %s, want the authorization's expiry %s", nodetest.FormatMillis(got), nodetest.FormatMillis(exp))
 	}
 
 	// At expires_at: the authorization is expired, the claim with it.
-	i3AdvanceTo(t, n, exp)
-	nodetest.Must(t, i3Start(d, id, tok, 1, 2), 409, "lease_expired")
-	if st := i3Obj(n.Task(id), "authorization")["status"]; st != "EXPIRED" {
+	n.AdvanceTo(t, exp)
+	nodetest.Must(t, d.Start(id, tok, 1, 2), 409, "lease_expired")
+	if st := nodetest.Obj(n.Task(id), "authorization")["status"]; st != "EXPIRED" {
 		t.Fatalf("authorization status %v at its expiry, want EXPIRED", st)
 	}
-	other := i3ReadyDevice(t, n)
+	other := n.ReadyDevice(t)
 	r, _ := other.Claim()
 	nodetest.Must(t, r, 204)
 	// Re-authorized, the stale claim closes and the task is claimable again.
-	r = i3Authorize(n, id, 1, 15*time.Minute)
+	r = n.Authorize(id, 1, 15*time.Minute)
 	nodetest.Must(t, r, 200)
 	if r.JSON()["state"] != "PENDING" || nodetest.Num(r.JSON(), "version") != 3 {
 		t.Fatalf("authorize of the expired claim: %s", r.Body)
 	}
-	if got, _, m := i3Claim(t, other); got != id || nodetest.Num(m, "claim_generation") != 2 {
+	if got, _, claim := other.MustClaim(t); got != id || nodetest.Num(claim.JSON(), "claim_generation") != 2 {
 		t.Fatalf("claimed %s generation %v after re-authorization", got, m["claim_generation"])
 	}
 
 	// A PENDING task whose authorization reaches expires_at is not claimable.
 	n2 := nodetest.Start(t)
-	d2 := i3ReadyDevice(t, n2)
-	task2 := i3CreateTask(t, n2, map[string]any{"n": 2}, 15*time.Minute)
-	i3AdvanceTo(t, n2, i3Ms(t, i3Obj(task2, "authorization")["expires_at"]))
+	d2 := n2.ReadyDevice(t)
+	task2 := n2.CreateTaskFor(t, map[string]any{"n": 2}, 15*time.Minute)
+	n2.AdvanceTo(t, nodetest.Millis(t, nodetest.Obj(task2, "authorization")["expires_at"]))
 	nodetest.Must(t, d2.Ready(), 200)
 	r, _ = d2.Claim()
 	nodetest.Must(t, r, 204)
-	nodetest.Must(t, i3Authorize(n2, nodetest.Str(task2, "id"), 1, 15*time.Minute), 200)
-	i3Claim(t, d2)
+	nodetest.Must(t, n2.Authorize(nodetest.Str(task2, "id"), 1, 15*time.Minute), 200)
+	d2.MustClaim(t)
 }
 
 func TestBoundaryPresence(t *testing.T) {
@@ -146,27 +136,27 @@ func TestBoundaryPresence(t *testing.T) {
 	n.CreateTask(map[string]any{"n": 2})
 	p1 := d1.Ready()
 	nodetest.Must(t, p1, 200)
-	exp1 := i3Ms(t, p1.JSON()["presence_expires_at"])
-	if exp1 != i3Ms(t, p1.JSON()["server_time"])+(2*time.Minute).Milliseconds() {
-		t.Fatalf("presence_expires_at %s is not server_time + 2m", i3Fmt(exp1))
+	exp1 := nodetest.Millis(t, p1.JSON()["presence_expires_at"])
+	if exp1 != nodetest.Millis(t, p1.JSON()["server_time"])+(2*time.Minute).Milliseconds() {
+		t.Fatalf("presence_expires_at %s is not server_time + 2m", nodetest.FormatMillis(exp1))
 	}
 	n.Advance(time.Second)
 	nodetest.Must(t, d2.Ready(), 200)
 
-	i3AdvanceTo(t, n, exp1) // d1 at its presence expiry, d2 one second before
+	n.AdvanceTo(t, exp1) // d1 at its presence expiry, d2 one second before
 	head := n.Head()
 	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	nodetest.Must(t, d1.ClaimWith(key, tok), 409, "device_not_ready")
 	if n.Head() != head {
 		t.Fatal("device_not_ready appended an event")
 	}
-	if p := i3Obj(i3Admin(n, "GET", "/devices/"+d1.ID, nil).JSON(), "presence"); p["claimable"] != false {
+	if p := nodetest.Obj(n.Admin("GET", "/devices/"+d1.ID, nil).JSON(), "presence"); p["claimable"] != false {
 		t.Fatalf("device detail at presence expiry: %v", p)
 	}
-	if p := i3Obj(i3Admin(n, "GET", "/devices/"+d2.ID, nil).JSON(), "presence"); p["claimable"] != true {
+	if p := nodetest.Obj(n.Admin("GET", "/devices/"+d2.ID, nil).JSON(), "presence"); p["claimable"] != true {
 		t.Fatalf("device detail one second before presence expiry: %v", p)
 	}
-	i3Claim(t, d2)
+	d2.MustClaim(t)
 	// Not recorded: the same key claims once the device is ready again.
 	nodetest.Must(t, d1.Ready(), 200)
 	nodetest.Must(t, d1.ClaimWith(key, tok), 200)

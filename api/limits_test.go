@@ -57,11 +57,11 @@ func TestDeviceRateLimitRefusesWith429(t *testing.T) {
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	before := n.Head()
 	r, _ := d.Claim()
-	ctRefused(t, n, before, r, http.StatusTooManyRequests, "rate_limited")
+	n.MustRefuse(t, before, r, http.StatusTooManyRequests, "rate_limited")
 	if r.Header.Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After %q, want 1", r.Header.Get("Retry-After"))
 	}
-	ctRefused(t, n, before, d.Ready(), http.StatusTooManyRequests, "rate_limited")
+	n.MustRefuse(t, before, d.Ready(), http.StatusTooManyRequests, "rate_limited")
 	// Another device has its own bucket; admins are not limited.
 	other := n.RegisterDevice()
 	nodetest.Must(t, other.Ready(), http.StatusOK)
@@ -78,20 +78,20 @@ func TestDeviceRateLimitRefusesWith429(t *testing.T) {
 func TestUnauthenticatedAddressRateLimit(t *testing.T) {
 	n, clk := limitedNode(t, api.Limits{AddressRate: 0.5, AddressBurst: 2})
 	for range 2 {
-		ctUnauthorized(t, n.Do("GET", "/api/v1/admin/tasks", "wrong-token", nil, nil))
+		nodetest.MustUnauthorized(t, n.Do("GET", "/api/v1/admin/tasks", "wrong-token", nil, nil))
 	}
 	r := n.Do("GET", "/api/v1/admin/tasks", "wrong-token", nil, nil)
-	ctErr(t, r, http.StatusTooManyRequests, "rate_limited")
+	nodetest.MustError(t, r, http.StatusTooManyRequests, "rate_limited")
 	if r.Header.Get("Retry-After") != "2" {
 		t.Fatalf("Retry-After %q, want 2", r.Header.Get("Retry-After"))
 	}
-	ctErr(t, n.Do("POST", "/api/v1/device/heartbeat", "", map[string]any{}, nil), http.StatusTooManyRequests, "rate_limited")
+	nodetest.MustError(t, n.Do("POST", "/api/v1/device/heartbeat", "", map[string]any{}, nil), http.StatusTooManyRequests, "rate_limited")
 	nodetest.Must(t, n.Do("GET", "/api/v1/admin/tasks", n.AdminToken, nil, nil), http.StatusOK)
 	if got := metricLine(t, n, `taskledger_rate_limited_total{limit="address"}`); !strings.HasSuffix(got, " 2") {
 		t.Fatalf("metric %q, want 2 refusals", got)
 	}
 	clk.advance(2 * time.Second)
-	ctUnauthorized(t, n.Do("GET", "/api/v1/admin/tasks", "wrong-token", nil, nil))
+	nodetest.MustUnauthorized(t, n.Do("GET", "/api/v1/admin/tasks", "wrong-token", nil, nil))
 }
 
 // send sends a request with repeated headers as given.
@@ -142,7 +142,7 @@ func TestAmbiguousRequestsAreRefused(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 ambiguous_request", name, r.Status, r.Body)
 		}
 	}
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 	nodetest.Must(t, send(t, n, "GET", "/api/v1/admin/tasks?limit=1", "", [][2]string{auth}), http.StatusOK)
 }
 
@@ -153,15 +153,16 @@ func TestLoneSurrogateEscapeIsRefused(t *testing.T) {
 	before := n.Head()
 	for _, p := range []string{`"\ud800"`, `"\udc00"`, `"a\ud83dx"`, `"\ud83d\u0041"`, `"\ud83d\\ude00"`} {
 		body := `{"payload": {"k": ` + p + `}}`
-		r := ctRaw(t, n, "POST", "/api/v1/admin/tasks", n.AdminToken, []byte(body), false, ctJSONHeaders(nil))
-		ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_request")
+		r := n.Raw(t, "POST", "/api/v1/admin/tasks", n.AdminToken, []byte(body), false, nodetest.JSONHeaders(nil))
+		n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_request")
 	}
 	d := n.RegisterDevice()
 	before = n.Head()
-	r := ctRaw(t, n, "POST", ctPresence, d.Token, []byte(`{"device_id": "`+d.ID+`", "app_version": "1\udfff", "os_version": "x", "target_app_version": "y", "checks": {"a": true}}`), false,
+	r := n.Raw(t, "POST", nodetest.Presence, d.Token, []byte(`{"device_id": "`+d.ID+`", "app_version": "1\udfff", "os_version": "x", "target_app_version": "y", "checks": {"a": true}}`), false,
 		map[string]string{"Content-Type": "application/json"})
-	ctRefused(t, n, before, r, http.StatusBadRequest, "invalid_request")
-	ok := ctRaw(t, n, "POST", "/api/v1/admin/tasks", n.AdminToken, []byte(`{"payload": {"k": "\ud83d\ude00 \\ud800"}}`), false, ctJSONHeaders(nil))
+
+	n.MustRefuse(t, before, r, http.StatusBadRequest, "invalid_request")
+	ok := n.Raw(t, "POST", "/api/v1/admin/tasks", n.AdminToken, []byte(`{"payload": {"k": "\ud83d\ude00 \\ud800"}}`), false, nodetest.JSONHeaders(nil))
 	nodetest.Must(t, ok, http.StatusCreated)
 }
 
@@ -171,7 +172,7 @@ func TestLoneSurrogateEscapeIsRefused(t *testing.T) {
 func TestWrongMethodsAnswer405WithAllow(t *testing.T) {
 	n := nodetest.Start(t)
 	before := n.Head()
-	id := ctNewID()
+	id := nodetest.NewID()
 	seen := 0
 	methods := map[string]string{}
 	for _, rt := range n.API.Echo().Routes() {
@@ -208,5 +209,5 @@ func TestWrongMethodsAnswer405WithAllow(t *testing.T) {
 	if seen < 4*25 {
 		t.Fatalf("only %d method checks: the route table was not walked", seen)
 	}
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 }

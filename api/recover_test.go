@@ -7,7 +7,8 @@ import (
 	"taskledger/node/nodetest"
 )
 
-func i4Recover(l *i4Life, t *testing.T, decision string, version uint64, key string) *nodetest.Resp {
+// recoverTask sends an operator recover with decision at version.
+func (l *taskLife) recoverTask(t *testing.T, decision string, version uint64, key string) *nodetest.Resp {
 	t.Helper()
 	h := map[string]string{}
 	if key != "" {
@@ -17,38 +18,26 @@ func i4Recover(l *i4Life, t *testing.T, decision string, version uint64, key str
 		map[string]any{"decision": decision, "reason": "device went silent", "expected_version": version}, h)
 }
 
-// i4Events returns the task's history.
-func i4Events(t *testing.T, l *i4Life) []map[string]any {
-	t.Helper()
-	r := l.n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/events", l.n.AdminToken, nil, nil)
-	nodetest.Must(t, r, 200)
-	var out []map[string]any
-	for _, e := range r.JSON()["events"].([]any) {
-		out = append(out, e.(map[string]any))
-	}
-	return out
-}
-
 func TestRecoverRequeue(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	n, old := l.n, *l
 	hbKey := nodetest.NewKey()
 	nodetest.Must(t, l.call(t, "heartbeat", hbKey), 200)
 
 	// A live task is not recovered, whatever the decision.
 	for _, dec := range []string{"requeue", "fail"} {
-		i4Refuse(t, l, 409, "lease_not_expired", func() *nodetest.Resp { return i4Recover(l, t, dec, l.ver, "") })
+		l.mustRefuse(t, 409, "lease_not_expired", func() *nodetest.Resp { return l.recoverTask(t, dec, l.ver, "") })
 	}
-	i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp { return i4Recover(l, t, "retry", l.ver, "") })
+	l.mustRefuse(t, 400, "invalid_request", func() *nodetest.Resp { return l.recoverTask(t, "retry", l.ver, "") })
 	n.Advance(n.Engine.Config().RunningLease)
-	i4Refuse(t, l, 409, "version_mismatch", func() *nodetest.Resp { return i4Recover(l, t, "requeue", l.ver-1, "") })
+	l.mustRefuse(t, 409, "version_mismatch", func() *nodetest.Resp { return l.recoverTask(t, "requeue", l.ver-1, "") })
 	// Nothing happens automatically: the expired task keeps its state.
 	if st := nodetest.Str(n.Task(l.id), "state"); st != "RUNNING" {
 		t.Fatalf("expired task is %s", st)
 	}
 
 	key := nodetest.NewKey()
-	r := i4Recover(l, t, "requeue", l.ver, key)
+	r := l.recoverTask(t, "requeue", l.ver, key)
 	nodetest.Must(t, r, 200)
 	doc := r.JSON()
 	rec, _ := doc["recovery"].(map[string]any)
@@ -60,12 +49,12 @@ func TestRecoverRequeue(t *testing.T) {
 		t.Fatalf("requeued task keeps an active authorization: %v", auth)
 	}
 	head := n.Head()
-	again := i4Recover(l, t, "requeue", l.ver, key)
+	again := l.recoverTask(t, "requeue", l.ver, key)
 	nodetest.Must(t, again, 200)
 	if again.Header.Get("Idempotent-Replayed") != "true" || n.Head() != head {
 		t.Fatal("recover replay appended or was not marked")
 	}
-	i4Refuse(t, l, 409, "invalid_state", func() *nodetest.Resp { return i4Recover(l, t, "requeue", l.ver+1, "") })
+	l.mustRefuse(t, 409, "invalid_state", func() *nodetest.Resp { return l.recoverTask(t, "requeue", l.ver+1, "") })
 
 	// Without a new authorization nobody can claim it.
 	b := n.RegisterDevice()
@@ -73,16 +62,16 @@ func TestRecoverRequeue(t *testing.T) {
 	nothing, _ := b.Claim()
 	nodetest.Must(t, nothing, 204)
 	// The old device holds nothing any more.
-	for _, op := range i4DeviceOps {
-		i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return old.call(t, op, "") })
+	for _, op := range deviceOps {
+		l.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return old.call(t, op, "") })
 	}
 	nodetest.Must(t, old.image(t, nil), 404, "claim_not_found")
 	// Replays about the recovered execution are no longer current.
-	i4Refuse(t, l, 409, "claim_replay_expired", func() *nodetest.Resp { return old.call(t, "heartbeat", hbKey) })
+	l.mustRefuse(t, 409, "claim_replay_expired", func() *nodetest.Resp { return old.call(t, "heartbeat", hbKey) })
 
 	// A new authorization makes it claimable again, with a new execution.
 	nodetest.Must(t, l.admin(t, "authorize", map[string]any{"expected_revision": l.rev, "ttl_seconds": 3600}), 200)
-	nl := &i4Life{n: n, d: b, id: l.id, rev: l.rev}
+	nl := &taskLife{n: n, d: b, id: l.id, rev: l.rev}
 	nl.claim(t)
 	if nl.gen != old.gen+1 {
 		t.Fatalf("new claim generation %d after %d", nl.gen, old.gen)
@@ -92,8 +81,8 @@ func TestRecoverRequeue(t *testing.T) {
 		t.Fatalf("new execution %q, old %q", nl.exec, old.exec)
 	}
 	// The old device's calls are refused: the task is another device's now.
-	for _, op := range i4DeviceOps {
-		i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return old.call(t, op, "") })
+	for _, op := range deviceOps {
+		l.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return old.call(t, op, "") })
 	}
 	nodetest.Must(t, old.image(t, nil), 404, "claim_not_found")
 	nl.must(t, "complete")
@@ -104,7 +93,7 @@ func TestRecoverRequeue(t *testing.T) {
 	}
 	// One execution per authorization.
 	auths, execs := map[string]bool{}, map[string]bool{}
-	for _, e := range i4Events(t, l) {
+	for _, e := range l.n.Events(t, l.id) {
 		body := e["body"].(map[string]any)
 		switch nodetest.Str(e, "type") {
 		case "task.created":
@@ -125,30 +114,30 @@ func TestRecoverRequeue(t *testing.T) {
 }
 
 func TestRecoverFail(t *testing.T) {
-	l := i4DriveTo(t, i4StWaiting)
+	l := driveTo(t, stWaiting)
 	l.n.Advance(l.n.Engine.Config().RunningLease)
-	r := i4Recover(l, t, "fail", l.ver, "")
+	r := l.recoverTask(t, "fail", l.ver, "")
 	nodetest.Must(t, r, 200)
 	doc := r.JSON()
 	rec, _ := doc["recovery"].(map[string]any)
 	if nodetest.Str(doc, "state") != "FAILED" || nodetest.Str(rec, "decision") != "fail" || doc["failure"] == nil {
 		t.Fatalf("recover fail: %s", r.Body)
 	}
-	i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return l.call(t, "complete", "") })
-	i4Refuse(t, l, 409, "invalid_state", func() *nodetest.Resp { return i4Recover(l, t, "fail", l.ver+1, "") })
+	l.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return l.call(t, "complete", "") })
+	l.mustRefuse(t, 409, "invalid_state", func() *nodetest.Resp { return l.recoverTask(t, "fail", l.ver+1, "") })
 }
 
 func TestRecoverRevokedDevice(t *testing.T) {
 	// A revoked device's task is recoverable at once, even with a live lease.
-	for _, st := range []string{i4StClaimed, i4StRunning} {
+	for _, st := range []string{stClaimed, stRunning} {
 		t.Run(st, func(t *testing.T) {
-			l := i4DriveTo(t, st)
+			l := driveTo(t, st)
 			nodetest.Must(t, l.n.Do("POST", "/api/v1/admin/devices/"+l.d.ID+"/revoke", l.n.AdminToken,
 				map[string]any{"reason": "lost"}, nil), 200)
 			if nodetest.Str(l.n.Task(l.id), "state") != st {
 				t.Fatal("revocation moved the task")
 			}
-			r := i4Recover(l, t, "requeue", l.ver, "")
+			r := l.recoverTask(t, "requeue", l.ver, "")
 			nodetest.Must(t, r, 200)
 			if nodetest.Str(r.JSON(), "state") != "PENDING" {
 				t.Fatalf("recover: %s", r.Body)
@@ -159,13 +148,13 @@ func TestRecoverRevokedDevice(t *testing.T) {
 
 // The recovered task detail, like every task detail, carries no secret.
 func TestRecoverDetailNoSecret(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	l.n.Advance(l.n.Engine.Config().RunningLease)
 	nodetest.Must(t, l.call(t, "complete", ""), 409, "lease_expired")
-	r := i4Recover(l, t, "requeue", l.ver, "")
+	r := l.recoverTask(t, "requeue", l.ver, "")
 	nodetest.Must(t, r, 200)
-	i4NoSecret(t, r.Body, l)
-	i4NoSecret(t, l.n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/events", l.n.AdminToken, nil, nil).Body, l)
+	l.mustHoldNoSecret(t, r.Body)
+	l.mustHoldNoSecret(t, l.n.Do("GET", "/api/v1/admin/tasks/"+l.id+"/events", l.n.AdminToken, nil, nil).Body)
 	if bytes.Contains(r.Body, []byte(l.n.Dir)) {
 		t.Fatal("detail names the data directory")
 	}

@@ -12,9 +12,9 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// i4PadJPEG inserts COM segments after the SOI marker of a JPEG so that it
+// padJPEG inserts COM segments after the SOI marker of a JPEG so that it
 // is exactly size bytes long and still a real, decodable JPEG.
-func i4PadJPEG(t testing.TB, j []byte, size int) []byte {
+func padJPEG(t testing.TB, j []byte, size int) []byte {
 	t.Helper()
 	extra := size - len(j)
 	if extra < 4 {
@@ -34,13 +34,13 @@ func i4PadJPEG(t testing.TB, j []byte, size int) []byte {
 	return append(out, j[2:]...)
 }
 
-func i4SHA(b []byte) string {
+func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
 
-// i4NoPath fails if a response body names the data directory or a blob path.
-func i4NoPath(t testing.TB, n *nodetest.Node, body []byte) {
+// noStoragePath fails if a response body names the data directory or a blob path.
+func noStoragePath(t testing.TB, n *nodetest.Node, body []byte) {
 	t.Helper()
 	if bytes.Contains(body, []byte(n.Dir)) || bytes.Contains(body, []byte("blobs/")) || bytes.Contains(body, []byte("blobs\\")) {
 		t.Fatalf("response exposes a storage path: %s", body)
@@ -49,8 +49,8 @@ func i4NoPath(t testing.TB, n *nodetest.Node, body []byte) {
 
 func TestReferenceImagePut(t *testing.T) {
 	n := nodetest.Start(t)
-	l := i4NewLife(t, n)
-	img := i4TinyJPEG(t, 1)
+	l := newTaskLife(t, n)
+	img := tinyJPEG(t, 1)
 
 	refuse := func(data []byte, status int, code string, hdr map[string]string) {
 		t.Helper()
@@ -65,37 +65,37 @@ func TestReferenceImagePut(t *testing.T) {
 			t.Fatal("refused PUT appended")
 		}
 	}
-	refuse(i4TinyPNG(t), 400, "invalid_jpeg", nil)
+	refuse(tinyPNG(t), 400, "invalid_jpeg", nil)
 	refuse(img[:len(img)/2], 400, "invalid_jpeg", nil)
 	refuse(append(append([]byte{}, img[:20]...), 0xff, 0xd9), 400, "invalid_jpeg", nil) // SOI…EOI, no frame
 	refuse([]byte{}, 400, "invalid_jpeg", nil)
-	refuse(i4PadJPEG(t, img, 5<<20+1), 413, "body_too_large", nil)
+	refuse(padJPEG(t, img, 5<<20+1), 413, "body_too_large", nil)
 	refuse(img, 415, "unsupported_media_type", map[string]string{"Content-Type": "image/png"})
 	refuse(img, 400, "invalid_idempotency_key", map[string]string{"Idempotency-Key": "nope"})
-	nodetest.Must(t, i4PutImage(n, nodetest.NewKey(), img, ""), 404, "task_not_found")
+	nodetest.Must(t, putReferenceImage(n, nodetest.NewKey(), img, ""), 404, "task_not_found")
 
 	// Exactly 5 MiB is accepted. It is an amendment: revision +1, version
 	// unchanged (the task stays PENDING), the authorization must be renewed.
-	big := i4PadJPEG(t, img, 5<<20)
+	big := padJPEG(t, img, 5<<20)
 	key := nodetest.NewKey()
-	r := i4PutImage(n, l.id, big, key)
+	r := putReferenceImage(n, l.id, big, key)
 	nodetest.Must(t, r, 200)
-	i4NoPath(t, n, r.Body)
+	noStoragePath(t, n, r.Body)
 	doc := r.JSON()
 	ri, _ := doc["reference_image"].(map[string]any)
 	auth, _ := doc["authorization"].(map[string]any)
 	if nodetest.Num(doc, "revision") != 2 || nodetest.Num(doc, "version") != 1 || nodetest.Str(doc, "state") != "PENDING" ||
-		nodetest.Str(ri, "sha256") != i4SHA(big) || nodetest.Num(ri, "size") != uint64(len(big)) ||
+		nodetest.Str(ri, "sha256") != sha256Hex(big) || nodetest.Num(ri, "size") != uint64(len(big)) ||
 		nodetest.Str(auth, "status") == "ACTIVE" {
 		t.Fatalf("PUT answer %s", r.Body[:min(len(r.Body), 600)])
 	}
-	stored, err := os.ReadFile(filepath.Join(n.Dir, "blobs", i4SHA(big)))
+	stored, err := os.ReadFile(filepath.Join(n.Dir, "blobs", sha256Hex(big)))
 	if err != nil || !bytes.Equal(stored, big) {
 		t.Fatalf("blob file: %v", err)
 	}
 	// replay, and the same key with other bytes
 	head := n.Head()
-	again := i4PutImage(n, l.id, big, key)
+	again := putReferenceImage(n, l.id, big, key)
 	nodetest.Must(t, again, 200)
 	if again.Header.Get("Idempotent-Replayed") != "true" || n.Head() != head {
 		t.Fatal("PUT replay appended or was not marked")
@@ -105,9 +105,10 @@ func TestReferenceImagePut(t *testing.T) {
 	// Claimable only once re-authorized for revision 2.
 	nothing, _ := l.d.Claim()
 	nodetest.Must(t, nothing, 204)
-	i4Refuse(t, l, 409, "revision_mismatch", func() *nodetest.Resp {
+	l.mustRefuse(t, 409, "revision_mismatch", func() *nodetest.Resp {
 		return l.admin(t, "authorize", map[string]any{"expected_revision": 1, "ttl_seconds": 3600})
 	})
+
 	nodetest.Must(t, l.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
 	l.claim(t)
 	c, _ := l.d.ClaimWith(nodetest.NewKey(), l.tok).JSON()["task"].(map[string]any) // resumed claim
@@ -124,14 +125,14 @@ func TestReferenceImagePut(t *testing.T) {
 func TestReferenceImageGet(t *testing.T) {
 	n := nodetest.Start(t)
 	cfg := n.Engine.Config()
-	img := i4TinyJPEG(t, 9)
-	a := i4NewLife(t, n)
-	nodetest.Must(t, i4PutImage(n, a.id, img, ""), 200)
+	img := tinyJPEG(t, 9)
+	a := newTaskLife(t, n)
+	nodetest.Must(t, putReferenceImage(n, a.id, img, ""), 200)
 	nodetest.Must(t, a.admin(t, "authorize", map[string]any{"expected_revision": 2, "ttl_seconds": 3600}), 200)
 	a.rev = 2
 	a.claim(t)
 
-	serve := func(l *i4Life) {
+	serve := func(l *taskLife) {
 		t.Helper()
 		r := l.image(t, nil)
 		nodetest.Must(t, r, 200)
@@ -147,7 +148,7 @@ func TestReferenceImageGet(t *testing.T) {
 	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": ""}), 400, "invalid_request")
 	nodetest.Must(t, a.image(t, map[string]string{"X-Claim-Generation": "0"}), 400, "invalid_request")
 	// another device, even with the holder's token and generation
-	b := i4NewLife(t, n) // a second task, without image, and a second device
+	b := newTaskLife(t, n) // a second task, without image, and a second device
 	probe := *b
 	probe.tok, probe.gen, probe.id = a.tok, a.gen, a.id
 	nodetest.Must(t, probe.image(t, nil), 404, "claim_not_found")

@@ -10,8 +10,8 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// i4Refuse sends a call that must be refused with status/code and append nothing.
-func i4Refuse(t *testing.T, l *i4Life, status int, code string, send func() *nodetest.Resp) {
+// mustRefuse sends a call that must be refused with status/code and append nothing.
+func (l *taskLife) mustRefuse(t *testing.T, status int, code string, send func() *nodetest.Resp) {
 	t.Helper()
 	head := l.n.Head()
 	r := send()
@@ -22,7 +22,7 @@ func i4Refuse(t *testing.T, l *i4Life, status int, code string, send func() *nod
 }
 
 func TestCompleteRecordsResult(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	body := func(result any) map[string]any {
 		b := l.body("complete")
 		b["result"] = result
@@ -30,17 +30,18 @@ func TestCompleteRecordsResult(t *testing.T) {
 	}
 	// The result is an object of at most 2 KiB in its canonical encoding.
 	big := map[string]any{"s": strings.Repeat("x", 2041)} // {"s":"…"} = 2049 bytes
-	i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, body(big), "") })
+	l.mustRefuse(t, 400, "invalid_request", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, body(big), "") })
 	for _, bad := range []any{[]any{1}, "done", 3, nil} {
-		i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, body(bad), "") })
+		l.mustRefuse(t, 400, "invalid_request", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, body(bad), "") })
 	}
 	// execution and version preconditions
-	i4Refuse(t, l, 409, "version_mismatch", func() *nodetest.Resp {
+	l.mustRefuse(t, 409, "version_mismatch", func() *nodetest.Resp {
 		b := body(map[string]any{})
 		b["expected_version"] = l.ver + 1
 		return l.d.Call(l.id, "complete", l.tok, b, "")
 	})
-	i4Refuse(t, l, 409, "execution_mismatch", func() *nodetest.Resp {
+
+	l.mustRefuse(t, 409, "execution_mismatch", func() *nodetest.Resp {
 		b := body(map[string]any{})
 		b["execution_id"] = nodetest.NewKey()
 		return l.d.Call(l.id, "complete", l.tok, b, "")
@@ -78,18 +79,19 @@ func TestCompleteRecordsResult(t *testing.T) {
 }
 
 func TestFailRecordsReason(t *testing.T) {
-	l := i4DriveTo(t, i4StWaiting)
+	l := driveTo(t, stWaiting)
 	body := func(code, detail string) map[string]any {
 		b := l.body("fail")
 		b["reason_code"], b["detail"] = code, detail
 		return b
 	}
 	for _, c := range []string{"", "Bad", "a-b", "a b", "é", strings.Repeat("a", 65)} {
-		i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp { return l.d.Call(l.id, "fail", l.tok, body(c, "d"), "") })
+		l.mustRefuse(t, 400, "invalid_request", func() *nodetest.Resp { return l.d.Call(l.id, "fail", l.tok, body(c, "d"), "") })
 	}
-	i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp {
+	l.mustRefuse(t, 400, "invalid_request", func() *nodetest.Resp {
 		return l.d.Call(l.id, "fail", l.tok, body("ok", strings.Repeat("d", 257)), "")
 	})
+
 	code, detail := strings.Repeat("z", 60)+"_0_9", strings.Repeat("d", 256)
 	r := l.d.Call(l.id, "fail", l.tok, body(code, detail), "")
 	nodetest.Must(t, r, 200)
@@ -105,17 +107,19 @@ func TestFailRecordsReason(t *testing.T) {
 }
 
 func TestConfirmationWait(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
-	i4Refuse(t, l, 400, "invalid_request", func() *nodetest.Resp {
+	l := driveTo(t, stRunning)
+	l.mustRefuse(t, 400, "invalid_request", func() *nodetest.Resp {
 		b := l.body("await-confirmation")
 		b["reason"] = strings.Repeat("r", 257)
 		return l.d.Call(l.id, "await-confirmation", l.tok, b, "")
 	})
-	i4Refuse(t, l, 409, "version_mismatch", func() *nodetest.Resp {
+
+	l.mustRefuse(t, 409, "version_mismatch", func() *nodetest.Resp {
 		b := l.body("await-confirmation")
 		b["expected_version"] = l.ver - 1
 		return l.d.Call(l.id, "await-confirmation", l.tok, b, "")
 	})
+
 	v := l.ver
 	l.must(t, "await-confirmation")
 	task := l.n.Task(l.id)
@@ -141,24 +145,27 @@ func TestConfirmationWait(t *testing.T) {
 }
 
 func TestLateReport(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	l.n.Advance(l.n.Engine.Config().RunningLease) // now == running lease end: expired
 	// Steps before the lease check still answer first.
-	i4Refuse(t, l, 409, "claim_generation_mismatch", func() *nodetest.Resp {
+	l.mustRefuse(t, 409, "claim_generation_mismatch", func() *nodetest.Resp {
 		b := l.body("complete")
 		b["claim_generation"] = l.gen + 1
 		return l.d.Call(l.id, "complete", l.tok, b, "")
 	})
-	i4Refuse(t, l, 403, "claim_token_mismatch", func() *nodetest.Resp {
+
+	l.mustRefuse(t, 403, "claim_token_mismatch", func() *nodetest.Resp {
 		return l.d.Call(l.id, "complete", nodetest.NewClaimToken(), l.body("complete"), "")
 	})
+
 	// Another execution's report is not kept.
-	i4Refuse(t, l, 409, "lease_expired", func() *nodetest.Resp {
+	l.mustRefuse(t, 409, "lease_expired", func() *nodetest.Resp {
 		b := l.body("complete")
 		b["execution_id"] = nodetest.NewKey()
 		return l.d.Call(l.id, "complete", l.tok, b, "")
 	})
-	i4Refuse(t, l, 409, "lease_expired", func() *nodetest.Resp { return l.d.Call(l.id, "heartbeat", l.tok, l.body("heartbeat"), "") })
+
+	l.mustRefuse(t, 409, "lease_expired", func() *nodetest.Resp { return l.d.Call(l.id, "heartbeat", l.tok, l.body("heartbeat"), "") })
 
 	key := nodetest.NewKey()
 	head := l.n.Head()
@@ -175,7 +182,7 @@ func TestLateReport(t *testing.T) {
 	// Same key, other body → conflict.
 	other := l.body("complete")
 	other["result"] = map[string]any{"ok": false}
-	i4Refuse(t, l, 409, "idempotency_conflict", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, other, key) })
+	l.mustRefuse(t, 409, "idempotency_conflict", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, other, key) })
 	// A late fail under another key is kept too.
 	nodetest.Must(t, l.d.Call(l.id, "fail", l.tok, l.body("fail"), ""), 409, "lease_expired")
 
@@ -207,7 +214,7 @@ func TestLateReport(t *testing.T) {
 	if l.n.Head() != head {
 		t.Fatal("replay after recovery appended")
 	}
-	i4Refuse(t, l, 404, "claim_not_found", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, l.body("complete"), "") })
+	l.mustRefuse(t, 404, "claim_not_found", func() *nodetest.Resp { return l.d.Call(l.id, "complete", l.tok, l.body("complete"), "") })
 	raw, _ := json.Marshal(l.n.Task(l.id))
 	if !strings.Contains(string(raw), `"late_reports":[{`) {
 		t.Fatalf("late reports missing after recovery: %s", raw)

@@ -20,14 +20,8 @@ import (
 	"taskledger/node/nodetest"
 )
 
-// i3Revoke revokes a device.
-func i3Revoke(n *nodetest.Node, id string) *nodetest.Resp {
-	n.T.Helper()
-	return i3Admin(n, "POST", "/devices/"+id+"/revoke", map[string]any{"reason": "lost phone"})
-}
-
-// i3NoDeviceSecret fails if a device document shows a token or its hash.
-func i3NoDeviceSecret(t *testing.T, what string, body []byte, d *nodetest.Device) {
+// noDeviceToken fails if a device document shows a token or its hash.
+func noDeviceToken(t *testing.T, what string, body []byte, d *nodetest.Device) {
 	t.Helper()
 	if bytes.Contains(body, []byte(d.Token)) || bytes.Contains(body, []byte(commands.HashToken(d.Token))) ||
 		bytes.Contains(body, []byte(`"token"`)) {
@@ -37,14 +31,14 @@ func i3NoDeviceSecret(t *testing.T, what string, body []byte, d *nodetest.Device
 
 func TestRevokeDevice(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
-	d2 := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
+	d2 := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
-	_, tok, _ := i3Claim(t, d)
+	_, tok, _ := d.MustClaim(t)
 
-	list := i3Admin(n, "GET", "/devices", nil)
+	list := n.Admin("GET", "/devices", nil)
 	nodetest.Must(t, list, 200)
-	i3NoDeviceSecret(t, "GET /admin/devices", list.Body, d)
+	noDeviceToken(t, "GET /admin/devices", list.Body, d)
 	var docs struct {
 		Devices []map[string]any `json:"devices"`
 	}
@@ -60,21 +54,21 @@ func TestRevokeDevice(t *testing.T) {
 	if doc["device_id"] != d.ID || doc["status"] != "REVOKED" || doc["open_task_id"] != id {
 		t.Fatalf("revoke answer: %s", r.Body)
 	}
-	i3NoDeviceSecret(t, "the revoke answer", r.Body, d)
+	noDeviceToken(t, "the revoke answer", r.Body, d)
 	again := n.Do("POST", "/api/v1/admin/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "lost phone"},
 		map[string]string{"Idempotency-Key": key})
 	nodetest.Must(t, again, 200)
 	if again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("revoke replay not marked replayed")
 	}
-	nodetest.Must(t, i3Revoke(n, d.ID), 409, "invalid_state")
-	nodetest.Must(t, i3Revoke(n, nodetest.NewKey()), 404, "device_not_found")
+	nodetest.Must(t, n.Revoke(d.ID), 409, "invalid_state")
+	nodetest.Must(t, n.Revoke(nodetest.NewKey()), 404, "device_not_found")
 
 	// The revoked token is unknown at authentication, on every route.
 	for name, r := range map[string]*nodetest.Resp{
 		"heartbeat":  d.Ready(),
 		"claim-next": d.ClaimWith(nodetest.NewKey(), nodetest.NewClaimToken()),
-		"start":      i3Start(d, id, tok, 1, 2),
+		"start":      d.Start(id, tok, 1, 2),
 		"admin":      n.Do("GET", "/api/v1/admin/devices", d.Token, nil, nil),
 	} {
 		if r.Status != 401 || len(r.Body) != 0 || r.Header.Get("WWW-Authenticate") != "Bearer" {
@@ -82,38 +76,39 @@ func TestRevokeDevice(t *testing.T) {
 		}
 	}
 
-	det := i3Admin(n, "GET", "/devices/"+d.ID, nil)
+	det := n.Admin("GET", "/devices/"+d.ID, nil)
 	nodetest.Must(t, det, 200)
-	i3NoDeviceSecret(t, "GET /admin/devices/{id}", det.Body, d)
+	noDeviceToken(t, "GET /admin/devices/{id}", det.Body, d)
 	if det.JSON()["status"] != "REVOKED" || det.JSON()["owner_id"] != d.OwnerID {
 		t.Fatalf("device detail: %s", det.Body)
 	}
-	nodetest.Must(t, i3Admin(n, "GET", "/devices/"+nodetest.NewKey(), nil), 404, "device_not_found")
-	if st := i3Admin(n, "GET", "/devices/"+d2.ID, nil).JSON()["status"]; st != "ACTIVE" {
+	nodetest.Must(t, n.Admin("GET", "/devices/"+nodetest.NewKey(), nil), 404, "device_not_found")
+	if st := n.Admin("GET", "/devices/"+d2.ID, nil).JSON()["status"]; st != "ACTIVE" {
 		t.Fatalf("the other device is %v", st)
 	}
 
 	// The claim sequenced before the revocation stays with its task.
 	task := n.Task(id)
-	if task["state"] != "CLAIMED" || i3Obj(task, "claim")["device_id"] != d.ID {
-		t.Fatalf("after revocation the task is %v held by %v", task["state"], i3Obj(task, "claim")["device_id"])
+	if task["state"] != "CLAIMED" || nodetest.Obj(task, "claim")["device_id"] != d.ID {
+		t.Fatalf("after revocation the task is %v held by %v", task["state"], nodetest.Obj(task, "claim")["device_id"])
 	}
 	r, _ = d2.Claim()
 	nodetest.Must(t, r, 204)
 
 	// Only an operator recovers it; requeued, it needs a new authorization.
-	r = i3Admin(n, "POST", "/tasks/"+id+"/recover", map[string]any{"decision": "requeue", "reason": "device revoked", "expected_version": 2})
+	r = n.Admin("POST", "/tasks/"+id+"/recover", map[string]any{"decision": "requeue", "reason": "device revoked", "expected_version": 2})
 	nodetest.Must(t, r, 200)
 	if r.JSON()["state"] != "PENDING" || nodetest.Num(r.JSON(), "version") != 3 || r.JSON()["claim"] != nil {
 		t.Fatalf("recover: %s", r.Body)
 	}
-	if det := i3Admin(n, "GET", "/devices/"+d.ID, nil).JSON(); det["open_task_id"] != nil {
+	if det := n.Admin("GET", "/devices/"+d.ID, nil).JSON(); det["open_task_id"] != nil {
 		t.Fatalf("the revoked device still shows an open task: %v", det)
 	}
 	r, _ = d2.Claim()
 	nodetest.Must(t, r, 204)
-	nodetest.Must(t, i3Authorize(n, id, 1, time.Hour), 200)
-	got, _, m := i3Claim(t, d2)
+	nodetest.Must(t, n.Authorize(id, 1, time.Hour), 200)
+	got, _, claim12 := d2.MustClaim(t)
+	m := claim12.JSON()
 	if got != id || nodetest.Num(m, "claim_generation") != 2 {
 		t.Fatalf("claimed %s generation %v", got, m["claim_generation"])
 	}
@@ -121,13 +116,14 @@ func TestRevokeDevice(t *testing.T) {
 
 func TestRevokedDevicesExpiredClaimGoesToAnotherDevice(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
-	i3Claim(t, d)
-	nodetest.Must(t, i3Revoke(n, d.ID), 200)
+	d.MustClaim(t)
+	nodetest.Must(t, n.Revoke(d.ID), 200)
 	n.Advance(10 * time.Minute)
-	d2 := i3ReadyDevice(t, n)
-	got, _, m := i3Claim(t, d2)
+	d2 := n.ReadyDevice(t)
+	got, _, claim13 := d2.MustClaim(t)
+	m := claim13.JSON()
 	if got != id || nodetest.Num(m, "claim_generation") != 2 {
 		t.Fatalf("claimed %s generation %v, want the revoked device's expired claim", got, m["claim_generation"])
 	}
@@ -135,17 +131,17 @@ func TestRevokedDevicesExpiredClaimGoesToAnotherDevice(t *testing.T) {
 
 func TestRecoverRunningTaskOfRevokedDevice(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
-	_, tok, _ := i3Claim(t, d)
-	nodetest.Must(t, i3Start(d, id, tok, 1, 2), 200)
+	_, tok, _ := d.MustClaim(t)
+	nodetest.Must(t, d.Start(id, tok, 1, 2), 200)
 	recover := map[string]any{"decision": "fail", "reason": "phone stolen", "expected_version": 3}
-	nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/recover", recover), 409, "lease_not_expired")
-	nodetest.Must(t, i3Revoke(n, d.ID), 200)
+	nodetest.Must(t, n.Admin("POST", "/tasks/"+id+"/recover", recover), 409, "lease_not_expired")
+	nodetest.Must(t, n.Revoke(d.ID), 200)
 	// Revoked: the operator may recover at once, the running lease still valid.
-	r := i3Admin(n, "POST", "/tasks/"+id+"/recover", recover)
+	r := n.Admin("POST", "/tasks/"+id+"/recover", recover)
 	nodetest.Must(t, r, 200)
-	if r.JSON()["state"] != "FAILED" || i3Obj(r.JSON(), "recovery")["decision"] != "fail" {
+	if r.JSON()["state"] != "FAILED" || nodetest.Obj(r.JSON(), "recovery")["decision"] != "fail" {
 		t.Fatalf("recover: %s", r.Body)
 	}
 }
@@ -156,14 +152,14 @@ func TestRecoverRunningTaskOfRevokedDevice(t *testing.T) {
 // the principal the api authenticated before the revocation.
 func TestDeviceRevokedAtSequencing(t *testing.T) {
 	n := nodetest.Start(t)
-	d := i3ReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	id := n.CreateTask(nil)
 	key := nodetest.NewKey()
 	tok := nodetest.NewClaimToken()
 	nodetest.Must(t, d.ClaimWith(key, tok), 200)
 	startKey := nodetest.NewKey()
 	nodetest.Must(t, d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, startKey), 200)
-	nodetest.Must(t, i3Revoke(n, d.ID), 200)
+	nodetest.Must(t, n.Revoke(d.ID), 200)
 
 	p := commands.Principal{DeviceID: d.ID, OwnerID: d.OwnerID}
 	head := n.Head()
@@ -186,8 +182,8 @@ func TestDeviceRevokedAtSequencing(t *testing.T) {
 	}
 }
 
-// i3LogEvent is an event of GET /admin/events.
-type i3LogEvent struct {
+// logEvent is an event of GET /admin/events.
+type logEvent struct {
 	Seq  uint64         `json:"seq"`
 	Type string         `json:"type"`
 	Body map[string]any `json:"body"`
@@ -197,59 +193,60 @@ func TestRevocationRacesClaim100Rounds(t *testing.T) {
 	n := nodetest.Start(t)
 	outcomes := map[string]int{}
 	for round := range 100 {
-		d := i3ReadyDevice(t, n)
+		d := n.ReadyDevice(t)
 		id := n.CreateTask(map[string]any{"round": round})
 		after := n.Head()
 
-		var claim, revoke *i3Answer
+		var claim, revoke *nodetest.Resp
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			<-start
-			claim = i3Post(n, "/api/v1/device/tasks/claim-next", d.Token, map[string]any{"device_id": d.ID, "session_id": d.Session},
+			claim = n.Try("POST", "/api/v1/device/tasks/claim-next", d.Token, map[string]any{"device_id": d.ID, "session_id": d.Session},
 				map[string]string{"X-Claim-Token": nodetest.NewClaimToken()})
+
 		}()
 		go func() {
 			defer wg.Done()
 			<-start
-			revoke = i3Post(n, "/api/v1/admin/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "race"}, nil)
+			revoke = n.Try("POST", "/api/v1/admin/devices/"+d.ID+"/revoke", n.AdminToken, map[string]any{"reason": "race"}, nil)
 		}()
 		close(start)
 		wg.Wait()
-		if revoke.err != nil || revoke.status != 200 {
-			t.Fatalf("round %d: revoke %d %s (err %v)", round, revoke.status, revoke.body, revoke.err)
+		if revoke.Err != nil || revoke.Status != 200 {
+			t.Fatalf("round %d: revoke %d %s (err %v)", round, revoke.Status, revoke.Body, revoke.Err)
 		}
-		if claim.err != nil {
-			t.Fatalf("round %d: claim: %v", round, claim.err)
+		if claim.Err != nil {
+			t.Fatalf("round %d: claim: %v", round, claim.Err)
 		}
-		outcome := fmt.Sprint(claim.status)
+		outcome := fmt.Sprint(claim.Status)
 		switch {
-		case claim.status == 200:
-			if got := nodetest.Str(i3Obj(claim.json(), "task"), "id"); got != id {
+		case claim.Status == 200:
+			if got := nodetest.Str(nodetest.Obj(claim.JSON(), "task"), "id"); got != id {
 				t.Fatalf("round %d: claimed %s, want %s", round, got, id)
 			}
-		case claim.status == 401:
-		case claim.status == 403 && claim.code() == "device_revoked":
+		case claim.Status == 401:
+		case claim.Status == 403 && claim.Code() == "device_revoked":
 			outcome += " device_revoked"
 		default:
-			t.Fatalf("round %d: claim %d %s, want 200, 401 or 403 device_revoked", round, claim.status, claim.body)
+			t.Fatalf("round %d: claim %d %s, want 200, 401 or 403 device_revoked", round, claim.Status, claim.Body)
 		}
 		outcomes[outcome]++
 
 		// The global log: the revocation once, and the claim (if any)
 		// before it.
-		r := i3Admin(n, "GET", fmt.Sprintf("/events?after=%d&limit=1000", after), nil)
+		r := n.Admin("GET", fmt.Sprintf("/events?after=%d&limit=1000", after), nil)
 		nodetest.Must(t, r, 200)
 		var log struct {
-			Events []i3LogEvent `json:"events"`
+			Events []logEvent `json:"events"`
 		}
 		if err := json.Unmarshal(r.Body, &log); err != nil {
 			t.Fatal(err)
 		}
 		var revokedAt uint64
-		var claims []i3LogEvent
+		var claims []logEvent
 		for _, e := range log.Events {
 			switch {
 			case e.Type == "device.revoked" && e.Body["device_id"] == d.ID:
@@ -269,29 +266,29 @@ func TestRevocationRacesClaim100Rounds(t *testing.T) {
 			t.Fatalf("round %d: %d claims by one device", round, len(claims))
 		case len(claims) == 1 && claims[0].Seq > revokedAt:
 			t.Fatalf("round %d: claim at seq %d after the revocation at %d", round, claims[0].Seq, revokedAt)
-		case claim.status == 200 && (len(claims) != 1 || claims[0].Body["task_id"] != id):
+		case claim.Status == 200 && (len(claims) != 1 || claims[0].Body["task_id"] != id):
 			t.Fatalf("round %d: a claim answered 200 is not in the log before the revocation", round)
-		case claim.status != 200 && len(claims) != 0:
+		case claim.Status != 200 && len(claims) != 0:
 			t.Fatalf("round %d: a refused claim is in the log", round)
 		}
 
 		// The task's own history agrees, and a claim stays with its task.
 		claimedInHistory := 0
-		for _, e := range i3Events(t, n, id) {
+		for _, e := range n.Events(t, id) {
 			if e["type"] == "task.claimed" {
 				claimedInHistory++
 			}
 		}
 		task := n.Task(id)
-		if claim.status == 200 {
-			if claimedInHistory != 1 || task["state"] != "CLAIMED" || i3Obj(task, "claim")["device_id"] != d.ID {
+		if claim.Status == 200 {
+			if claimedInHistory != 1 || task["state"] != "CLAIMED" || nodetest.Obj(task, "claim")["device_id"] != d.ID {
 				t.Fatalf("round %d: the claim did not stay with its task: %v", round, task)
 			}
 		} else if claimedInHistory != 0 || task["state"] != "PENDING" {
 			t.Fatalf("round %d: unclaimed task is %v with %d claims", round, task["state"], claimedInHistory)
 		}
 		// Clear the round's task so the next round's device claims its own.
-		nodetest.Must(t, i3Admin(n, "POST", "/tasks/"+id+"/cancel", map[string]any{"reason": "round over"}), 200)
+		nodetest.Must(t, n.Admin("POST", "/tasks/"+id+"/cancel", map[string]any{"reason": "round over"}), 200)
 	}
 	t.Logf("claim outcomes over 100 rounds: %v", outcomes)
 }

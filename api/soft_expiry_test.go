@@ -62,8 +62,8 @@ func TestExpiredNoTaskKeyClaimsWhenATaskAppeared(t *testing.T) {
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	r := d.ClaimWith(key, tok)
 	nodetest.Must(t, r, http.StatusOK)
-	if r.Header.Get("Idempotent-Replayed") != "" || ctTaskOf(r) != id {
-		t.Fatalf("want a fresh claim of %s, got task %s replayed=%q", id, ctTaskOf(r), r.Header.Get("Idempotent-Replayed"))
+	if r.Header.Get("Idempotent-Replayed") != "" || nodetest.ClaimedTask(r) != id {
+		t.Fatalf("want a fresh claim of %s, got task %s replayed=%q", id, nodetest.ClaimedTask(r), r.Header.Get("Idempotent-Replayed"))
 	}
 	// From now on the key is the claim's, an event record.
 	again := d.ClaimWith(key, tok)

@@ -46,16 +46,17 @@ func (l *faultyLog) Append(b *ledger.Batch) error {
 func TestBlobWriteFailureAnswers503AndRecovers(t *testing.T) {
 	n := nodetest.Start(t)
 	id := n.CreateTask(map[string]any{"k": "v"})
-	jpeg := i4TinyJPEG(t, 3)
+	jpeg := tinyJPEG(t, 3)
 	key := nodetest.NewKey()
 	put := func() *nodetest.Resp {
-		return ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
+		return n.Raw(t, "PUT", nodetest.AdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
 			map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": key})
+
 	}
 	before := n.Head()
 	restore := mustFailpoint(t, failpoint.BlobWrite, "enospc")
 	mustUnavailable(t, "upload on a full disk", put())
-	ctSame(t, n, before)
+	n.MustUnchanged(t, before)
 	mustUnavailable(t, "readyz on a full disk", n.Do("GET", "/readyz", "", nil, nil))
 	restore()
 	nodetest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
@@ -72,29 +73,29 @@ func TestCommitFailureAnswers503AndRecovers(t *testing.T) {
 		c.WrapLog = func(l commands.Log) commands.Log { fl.inner = l; return fl }
 	})
 	acked := n.CreateTask(map[string]any{"n": 1})
-	d := ctReadyDevice(t, n)
+	d := n.ReadyDevice(t)
 	fl.full.Store(true)
 	restore := mustFailpoint(t, failpoint.BlobWrite, "enospc") // the disk is full for the probe too
-	r := n.Do("POST", ctAdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 2}}, nil)
+	r := n.Do("POST", nodetest.AdminPath+"/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"n": 2}}, nil)
 	mustUnavailable(t, "create on a full disk", r)
 	mustUnavailable(t, "readyz on a full disk", n.Do("GET", "/readyz", "", nil, nil))
 	fl.full.Store(false)
 	restore()
 	nodetest.Must(t, n.Do("GET", "/readyz", "", nil, nil), http.StatusOK)
-	if st, _ := ctState(n, acked); st != "PENDING" {
+	if st, _ := n.State(acked); st != "PENDING" {
 		t.Fatalf("acknowledged task lost: state %q", st)
 	}
 	// The device's presence survived the failed commit: it claims at once.
-	_, _, claim := ctClaim(t, d)
+	_, _, claim := d.MustClaim(t)
 	nodetest.Must(t, claim, http.StatusOK)
 }
 
 // A blob that cannot be written (ENOSPC at the start, or in the middle of
 // the body) answers 503 and leaves nothing in blobs/.
 func TestUploadStorageErrorLeavesNothing(t *testing.T) {
-	l := i4DriveTo(t, i4StRunning)
+	l := driveTo(t, stRunning)
 	n := l.n
-	big := i4PadPNG(t, i4TinyPNG(t), 1<<20)
+	big := padPNG(t, tinyPNG(t), 1<<20)
 	restore := mustFailpoint(t, failpoint.BlobWrite, "enospc")
 	mustUnavailable(t, "blob fault at create", l.evidence(t, "", big, nil))
 	restore()
@@ -105,6 +106,6 @@ func TestUploadStorageErrorLeavesNothing(t *testing.T) {
 	restore()
 	stages.wait(t, ledger.BlobAborted)
 	mustBlobs(t, n, "fault mid-body")
-	i4Uploaded(t, l.evidence(t, "", big, nil), big)
-	mustBlobs(t, n, "after recovery", i4SHA(big))
+	mustUploaded(t, l.evidence(t, "", big, nil), big)
+	mustBlobs(t, n, "after recovery", sha256Hex(big))
 }

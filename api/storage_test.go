@@ -28,10 +28,11 @@ func mustUnavailable(t *testing.T, what string, r *nodetest.Resp) {
 func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 	n := nodetest.Start(t)
 	id := n.CreateTask(map[string]any{"k": "v"})
-	jpeg := i4TinyJPEG(t, 9)
-	nodetest.Must(t, ctRaw(t, n, "PUT", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
-		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": nodetest.NewKey()}), http.StatusOK)
-	nodetest.Must(t, i3Authorize(n, id, nodetest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
+	jpeg := tinyJPEG(t, 9)
+	nodetest.Must(t, n.Raw(t, "PUT", nodetest.AdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, jpeg, false,
+		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": nodetest.NewKey()}),
+		http.StatusOK)
+	nodetest.Must(t, n.Authorize(id, nodetest.Num(n.Task(id), "revision"), time.Hour), http.StatusOK)
 	sha := nodetest.Str(n.Task(id)["reference_image"].(map[string]any), "sha256")
 	path := filepath.Join(n.Dir, "blobs", sha)
 	damaged := append([]byte(nil), jpeg...)
@@ -39,15 +40,16 @@ func TestDamagedBlobIsNotServedAndVerifyReportsIt(t *testing.T) {
 	if err := os.WriteFile(path, damaged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := ctReadyDevice(t, n)
-	tid, tok, claim := ctClaim(t, d)
+	d := n.ReadyDevice(t)
+	tid, tok, claim := d.MustClaim(t)
 	gen := fmt.Sprint(nodetest.Num(claim.JSON(), "claim_generation"))
 	get := func() *nodetest.Resp {
-		return ctRaw(t, n, "GET", ctDevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
+		return n.Raw(t, "GET", nodetest.DevicePath+"/tasks/"+tid+"/reference-image", d.Token, nil, false,
 			map[string]string{"X-Claim-Token": tok, "X-Claim-Generation": gen})
+
 	}
 	adminGet := func() *nodetest.Resp {
-		return n.Do("GET", ctAdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, nil, nil)
+		return n.Do("GET", nodetest.AdminPath+"/tasks/"+id+"/reference-image", n.AdminToken, nil, nil)
 	}
 	// Damaged, then missing: 503 with Retry-After and an empty body (a
 	// storage fault, never a 500, never the bytes), on both routes.

@@ -31,7 +31,7 @@ type sseClient struct {
 func openStream(t *testing.T, n *nodetest.Node, query string, headers map[string]string) *sseClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", n.URL+ctAdminPath+"/events/stream"+query, nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", n.URL+nodetest.AdminPath+"/events/stream"+query, nil)
 	req.Header.Set("Authorization", "Bearer "+n.AdminToken)
 	for k, v := range headers {
 		req.Header.Set(k, v)
@@ -103,7 +103,7 @@ func TestEventStreamSendsCommittedEventsInOrder(t *testing.T) {
 	if s.res.StatusCode != http.StatusOK || !strings.HasPrefix(s.res.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("stream answered %d %q", s.res.StatusCode, s.res.Header.Get("Content-Type"))
 	}
-	page := n.Do("GET", ctAdminPath+"/events?after=0&limit=1000", n.AdminToken, nil, nil).JSON()["events"].([]any)
+	page := n.Do("GET", nodetest.AdminPath+"/events?after=0&limit=1000", n.AdminToken, nil, nil).JSON()["events"].([]any)
 	for i := uint64(1); i <= head; i++ {
 		ev := s.next()
 		want := page[i-1].(map[string]any)
@@ -113,12 +113,12 @@ func TestEventStreamSendsCommittedEventsInOrder(t *testing.T) {
 		}
 	}
 	// A new commit reaches the open stream.
-	d := ctReadyDevice(t, n) // device.registered
+	d := n.ReadyDevice(t) // device.registered
 	ev := s.next()
 	if ev.Type != "device.registered" || ev.ID != strconv.FormatUint(head+1, 10) {
 		t.Fatalf("live event: %+v", ev)
 	}
-	nodetest.Must(t, ctCancel(n, a), http.StatusOK)
+	nodetest.Must(t, n.Cancel(a), http.StatusOK)
 	if ev := s.next(); ev.Type != "task.canceled" || ev.Doc["stream"] != "task/"+a {
 		t.Fatalf("live cancel: %+v", ev)
 	}
@@ -142,7 +142,7 @@ func TestEventStreamResumesFromLastEventID(t *testing.T) {
 func TestEventStreamRefusals(t *testing.T) {
 	n := nodetest.Start(t)
 	d := n.RegisterDevice()
-	ctUnauthorized(t, n.Do("GET", ctAdminPath+"/events/stream", "", nil, nil))
+	nodetest.MustUnauthorized(t, n.Do("GET", nodetest.AdminPath+"/events/stream", "", nil, nil))
 	for _, tc := range []struct {
 		name, query, token string
 		headers            map[string]string
@@ -156,8 +156,8 @@ func TestEventStreamRefusals(t *testing.T) {
 		{"bad Last-Event-ID", "", n.AdminToken, map[string]string{"Last-Event-ID": "abc"}, http.StatusBadRequest, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := n.Do("GET", ctAdminPath+"/events/stream"+tc.query, tc.token, nil, tc.headers)
-			ctErr(t, r, tc.status, tc.code)
+			r := n.Do("GET", nodetest.AdminPath+"/events/stream"+tc.query, tc.token, nil, tc.headers)
+			nodetest.MustError(t, r, tc.status, tc.code)
 		})
 	}
 }

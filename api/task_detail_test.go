@@ -14,19 +14,19 @@ import (
 func TestTaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	secret := bytes.Repeat([]byte{0x5a}, 32)
 	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.ClaimSecret = secret }))
-	reads := func(l *i4Life) {
+	reads := func(l *taskLife) {
 		t.Helper()
 		for _, p := range []string{"/api/v1/admin/tasks/" + l.id, "/api/v1/admin/tasks", "/api/v1/admin/tasks/" + l.id + "/events",
 			"/api/v1/admin/events?limit=1000", "/api/v1/admin/devices", "/api/v1/admin/devices/" + l.d.ID} {
 			r := n.Do("GET", p, n.AdminToken, nil, nil)
 			nodetest.Must(t, r, 200)
-			i4NoSecret(t, r.Body, l)
-			i4NoPath(t, n, r.Body)
+			l.mustHoldNoSecret(t, r.Body)
+			noStoragePath(t, n, r.Body)
 		}
 	}
 
 	// Task 1: server-issued token; evidence; confirmation wait; complete.
-	a := i4NewLife(t, n)
+	a := newTaskLife(t, n)
 	r := a.d.ClaimWith(nodetest.NewKey(), "")
 	nodetest.Must(t, r, 200)
 	a.tok = nodetest.Str(r.JSON()["claim"].(map[string]any), "token")
@@ -36,7 +36,7 @@ func TestTaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	}
 	reads(a)
 	a.must(t, "start")
-	ev := i4Uploaded(t, a.evidence(t, "", i4TinyPNG(t), nil), i4TinyPNG(t))
+	ev := mustUploaded(t, a.evidence(t, "", tinyPNG(t), nil), tinyPNG(t))
 	a.must(t, "await-confirmation")
 	d := n.Task(a.id)
 	list, _ := d["evidence"].([]any)
@@ -56,7 +56,7 @@ func TestTaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	reads(a)
 
 	// Task 2: client-issued token; fail.
-	b := i4NewLife(t, n)
+	b := newTaskLife(t, n)
 	b.claim(t)
 	b.must(t, "start")
 	b.must(t, "fail")
@@ -68,7 +68,7 @@ func TestTaskDetailShowsOutcomesNoSecret(t *testing.T) {
 	reads(b)
 
 	// Task 3: recovered after a late report.
-	c := i4NewLife(t, n)
+	c := newTaskLife(t, n)
 	c.claim(t)
 	c.must(t, "start")
 	n.Advance(n.Engine.Config().RunningLease)

@@ -26,7 +26,7 @@ var forbiddenImports = map[string][]string{
 	"net/rpc":        nil,
 	// Only the device agent runs a command (the work command); the server
 	// never starts a process.
-	"os/exec": {"client/agent/", "client/internal/e2e/"},
+	"os/exec": {"client/agent/", "node/nodetest/proc/"},
 	// unsafe: zero-copy strings of the snapshot decoder, and the Windows
 	// DPAPI call boundary.
 	"unsafe": {"projections/content.go", "client/secretstore/dpapi_windows.go"},

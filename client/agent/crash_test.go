@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
 	"taskledger/client/internal/faultproxy"
+	"taskledger/node/nodetest/proc"
 )
 
 func (w *world) claimSeen() []faultproxy.Seen {
@@ -134,19 +134,19 @@ func TestCrashWhileRunning(t *testing.T) {
 	if n := len(w.claimSeen()); n != 1 {
 		t.Fatalf("%d claims sent", n)
 	}
-	code, out, _ := e2e.Run(t, bins.Agent, "status", "--state", w.state)
+	code, out, _ := proc.Run(t, bins.Agent, "status", "--state", w.state)
 	if code != 0 || !strings.Contains(out, "NEEDS A PERSON: "+task) {
 		t.Fatalf("status:\n%s", out)
 	}
 	// The identity cannot change now.
-	code, _, errs := e2e.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", "https://other.example",
+	code, _, errs := proc.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", "https://other.example",
 		"--device-id", w.deviceID, "--token-file", "/dev/null")
 	if code == 0 {
 		t.Fatalf("enroll switched identity (stderr %q)", errs)
 	}
 	tf := w.dir + "/tok2"
 	writeFile(t, tf, w.token)
-	code, _, errs = e2e.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", "https://other.example",
+	code, _, errs = proc.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", "https://other.example",
 		"--device-id", w.deviceID, "--token-file", tf)
 	if code == 0 || !strings.Contains(errs, "identity cannot change") {
 		t.Fatalf("server switch: %d %q", code, errs)
@@ -157,7 +157,7 @@ func TestCrashWhileRunning(t *testing.T) {
 	d := w.srv.Task(t, task)
 	w.srv.MustDo(t, "POST", "/admin/tasks/"+task+"/recover", map[string]any{"decision": "fail", "reason": "agent crashed",
 		"expected_version": d["version"]})
-	if code, out, errs := e2e.Run(t, bins.Agent, "resolve", task, "--state", w.state); code != 0 {
+	if code, out, errs := proc.Run(t, bins.Agent, "resolve", task, "--state", w.state); code != 0 {
 		t.Fatalf("resolve: %d %s %s", code, out, errs)
 	}
 	next := w.task(t, "ok", 4, 0)

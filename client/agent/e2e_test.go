@@ -13,14 +13,14 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
 	"taskledger/client/internal/faultproxy"
 	"taskledger/client/localstate"
+	"taskledger/node/nodetest/proc"
 )
 
 // world is a real server, a recording proxy, and an enrolled agent state.
 type world struct {
-	srv      *e2e.Server
+	srv      *proc.Server
 	proxy    *faultproxy.Proxy
 	dir      string // scratch
 	state    string
@@ -37,7 +37,7 @@ func newWorld(t *testing.T) *world {
 // newWorldPlan is newWorld with a fault plan on the proxy.
 func newWorldPlan(t *testing.T, plan func(int, *http.Request) faultproxy.Action) *world {
 	t.Helper()
-	srv := e2e.StartServer(t, bins.Server)
+	srv := proc.StartServer(t, bins.Server)
 	id, tok := srv.NewDevice(t)
 	proxy := faultproxy.New(srv.URL, plan)
 	t.Cleanup(proxy.Close)
@@ -47,7 +47,7 @@ func newWorldPlan(t *testing.T, plan func(int, *http.Request) faultproxy.Action)
 	tf := filepath.Join(dir, "token")
 	os.WriteFile(tf, []byte(tok+"\n"), 0o600)
 	// Flags after and before the subcommand's words, in any order.
-	code, out, errs := e2e.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", proxy.URL,
+	code, out, errs := proc.Run(t, bins.Agent, "enroll", "--state", w.state, "--server", proxy.URL,
 		"--device-id", id, "--token-file", tf, "--key-file", filepath.Join(dir, "agent.key"))
 	if code != 0 {
 		t.Fatalf("enroll: %d %s %s", code, out, errs)
@@ -62,13 +62,13 @@ func (w *world) task(t *testing.T, mode string, n, code int) string {
 }
 
 // run starts `agent run` with the test binary as the work command.
-func (w *world) run(t *testing.T, env ...string) *e2e.Proc {
+func (w *world) run(t *testing.T, env ...string) *proc.Proc {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e2e.Start(t, env, bins.Agent, "run", "--state", w.state, "--exec", strconv.Quote(self)+" "+helperArg,
+	return proc.Start(t, env, bins.Agent, "run", "--state", w.state, "--exec", strconv.Quote(self)+" "+helperArg,
 		"--poll", "50ms", "--heartbeat", "100ms")
 }
 
@@ -80,7 +80,7 @@ func (w *world) runCount(t *testing.T) int {
 
 func (w *world) status(t *testing.T) map[string]any {
 	t.Helper()
-	code, out, errs := e2e.Run(t, bins.Agent, "status", "--json", "--state", w.state)
+	code, out, errs := proc.Run(t, bins.Agent, "status", "--json", "--state", w.state)
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, errs)
 	}
@@ -110,7 +110,7 @@ func TestRunEndToEnd(t *testing.T) {
 	a.WaitLine(t, 0, "agent started")
 
 	// A second agent on the same state exits non-zero with a clear message.
-	code, _, errs := e2e.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true")
+	code, _, errs := proc.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true")
 	if code == 0 || !strings.Contains(errs, "is in use by another agent") {
 		t.Fatalf("second agent: %d %q", code, errs)
 	}
@@ -157,7 +157,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if len(secrets) < 6 {
 		t.Fatalf("expected claim tokens on the wire, got %d secrets", len(secrets))
 	}
-	_, statusOut, _ := e2e.Run(t, bins.Agent, "status", "--state", w.state)
+	_, statusOut, _ := proc.Run(t, bins.Agent, "status", "--state", w.state)
 	haystacks := map[string]string{"agent log": a.Stderr(), "server log": w.srv.Proc.Stderr(), "status": statusOut}
 	files, _ := filepath.Glob(filepath.Join(w.state, "*"))
 	for _, f := range files {
@@ -182,7 +182,7 @@ func TestRunEndToEnd(t *testing.T) {
 	s.Identity.SealedToken[len(s.Identity.SealedToken)-3] ^= 0x40
 	st.Apply(localstate.Change{Identity: s.Identity})
 	st.Close()
-	code, _, errs = e2e.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true")
+	code, _, errs = proc.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true")
 	if code == 0 || !strings.Contains(errs, "cannot decrypt") || len(w.proxy.Seen()) != before {
 		t.Fatalf("damaged token: exit %d, %q, %d requests", code, errs, len(w.proxy.Seen())-before)
 	}

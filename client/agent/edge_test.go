@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
+	"taskledger/node/nodetest/proc"
 )
 
 // A false readiness check: presence says not claimable, nothing is claimed,
@@ -16,7 +16,7 @@ import (
 func TestNotReadyClaimsNothing(t *testing.T) {
 	w := newWorld(t)
 	w.task(t, "ok", 1, 0)
-	a := e2e.Start(t, nil, bins.Agent, "run", "--state", w.state, "--exec", "true", "--poll", "50ms",
+	a := proc.Start(t, nil, bins.Agent, "run", "--state", w.state, "--exec", "true", "--poll", "50ms",
 		"--check", "agent_running=false", "--check", "other_check=true")
 	a.WaitLine(t, 0, "device not claimable", "agent_running")
 	a.Signal(syscall.SIGINT)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
+	"taskledger/node/nodetest/proc"
 )
 
 // --evidence-file: a PNG the work command leaves there is uploaded to its
@@ -27,7 +27,7 @@ func TestEvidenceFileAndStderrTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := e2e.Start(t, nil, bins.Agent, "run", "--state", w.state, "--exec", strconv.Quote(self)+" "+helperArg,
+	a := proc.Start(t, nil, bins.Agent, "run", "--state", w.state, "--exec", strconv.Quote(self)+" "+helperArg,
 		"--poll", "50ms", "--heartbeat", "100ms", "--evidence-file", shot)
 	a.WaitLine(t, 0, "evidence uploaded", "task="+withPNG)
 	a.WaitLine(t, 0, "task finished", "task="+withPNG, "outcome=SUCCEEDED")

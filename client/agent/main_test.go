@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
+	"taskledger/node/nodetest/proc"
 )
 
-var bins e2e.Binaries
+var bins proc.Binaries
 
 // helperArg makes the test binary act as the agent's work command.
 const helperArg = "taskledger-test-helper"
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == helperArg {
 		os.Exit(helperMain())
 	}
-	os.Exit(e2e.RunTests(m, "tl-agent-test", &bins))
+	os.Exit(proc.RunTests(m, "tl-agent-test", &bins))
 }
 
 // helperMain is the work command: it reads the task payload on stdin and

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
 	"taskledger/client/internal/faultproxy"
+	"taskledger/node/nodetest/proc"
 )
 
 // dropFirst drops the answer of the first request whose path ends with
@@ -31,7 +31,7 @@ func dropFirst(suffix string) func(int, *http.Request) faultproxy.Action {
 	}
 }
 
-func (w *world) runDelayed(t *testing.T, extra ...string) *e2e.Proc {
+func (w *world) runDelayed(t *testing.T, extra ...string) *proc.Proc {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -39,7 +39,7 @@ func (w *world) runDelayed(t *testing.T, extra ...string) *e2e.Proc {
 	}
 	args := append([]string{"run", "--state", w.state, "--exec", strconv.Quote(self) + " " + helperArg,
 		"--poll", "50ms", "--heartbeat", "100ms"}, extra...)
-	return e2e.Start(t, nil, bins.Agent, args...)
+	return proc.Start(t, nil, bins.Agent, args...)
 }
 
 // With --start-delay the agent holds the claim and renews its lease while
@@ -153,11 +153,11 @@ func TestStartWhenPrecondition(t *testing.T) {
 		t.Fatalf("runs %d", w.runCount(t))
 	}
 	// A precondition that cannot be split like a shell would is refused.
-	code, _, errs := e2e.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true", "--start-when", `"unterminated`)
+	code, _, errs := proc.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true", "--start-when", `"unterminated`)
 	if code == 0 || !strings.Contains(errs, "--start-when") {
 		t.Fatalf("bad --start-when: %d %q", code, errs)
 	}
-	code, _, errs = e2e.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true", "--renew-every", "1ms")
+	code, _, errs = proc.Run(t, bins.Agent, "run", "--state", w.state, "--exec", "true", "--renew-every", "1ms")
 	if code != ExitUsage || !strings.Contains(errs, "--renew-every") {
 		t.Fatalf("bad --renew-every: %d %q", code, errs)
 	}

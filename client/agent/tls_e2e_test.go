@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"taskledger/client/internal/e2e"
+	"taskledger/node/nodetest/proc"
 )
 
 // The agent runs a task against `serve` over HTTPS with a private CA given
@@ -18,16 +18,16 @@ import (
 // is claimed. SIGHUP reloads the server certificate without dropping the
 // ledger: new handshakes see the new certificate, the task is still there.
 func TestAgentOverTLSWithPrivateCA(t *testing.T) {
-	ca := e2e.NewTestCA(t)
+	ca := proc.NewTestCA(t)
 	certFile, keyFile := filepath.Join(ca.Dir, "server.pem"), filepath.Join(ca.Dir, "server.key")
 	first := ca.Issue(t, certFile, keyFile)
-	srv := e2e.StartServerTLS(t, bins.Server, ca, certFile, keyFile)
+	srv := proc.StartServerTLS(t, bins.Server, ca, certFile, keyFile)
 	id, tok := srv.NewDevice(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	tf := filepath.Join(dir, "token")
 	os.WriteFile(tf, []byte(tok+"\n"), 0o600)
-	if code, out, errs := e2e.Run(t, bins.Agent, "enroll", "--state", state, "--server", srv.URL, "--device-id", id,
+	if code, out, errs := proc.Run(t, bins.Agent, "enroll", "--state", state, "--server", srv.URL, "--device-id", id,
 		"--token-file", tf, "--key-file", filepath.Join(dir, "agent.key")); code != 0 {
 		t.Fatalf("enroll: %d %s %s", code, out, errs)
 	}
@@ -40,7 +40,7 @@ func TestAgentOverTLSWithPrivateCA(t *testing.T) {
 	exec := strconv.Quote(self) + " " + helperArg
 
 	// Without --ca-file: the certificate is not trusted, the agent stops.
-	a := e2e.Start(t, nil, bins.Agent, "run", "--state", state, "--exec", exec, "--poll", "50ms")
+	a := proc.Start(t, nil, bins.Agent, "run", "--state", state, "--exec", exec, "--poll", "50ms")
 	a.WaitLine(t, 0, "certificate")
 	a.Signal(syscall.SIGTERM)
 	a.Wait(t)
@@ -51,11 +51,11 @@ func TestAgentOverTLSWithPrivateCA(t *testing.T) {
 	// A --ca-file without a certificate is refused before any request.
 	bad := filepath.Join(dir, "bad.pem")
 	os.WriteFile(bad, []byte("not a certificate\n"), 0o600)
-	if code, _, errs := e2e.Run(t, bins.Agent, "run", "--state", state, "--exec", exec, "--ca-file", bad); code == 0 {
+	if code, _, errs := proc.Run(t, bins.Agent, "run", "--state", state, "--exec", exec, "--ca-file", bad); code == 0 {
 		t.Fatalf("run with a bad --ca-file succeeded: %s", errs)
 	}
 
-	a = e2e.Start(t, nil, bins.Agent, "run", "--state", state, "--exec", exec, "--poll", "50ms", "--heartbeat", "100ms",
+	a = proc.Start(t, nil, bins.Agent, "run", "--state", state, "--exec", exec, "--poll", "50ms", "--heartbeat", "100ms",
 		"--ca-file", ca.CAFile)
 	a.WaitLine(t, 0, "task finished", "task="+task)
 	a.Signal(syscall.SIGTERM)
@@ -98,7 +98,7 @@ func TestAgentOverTLSWithPrivateCA(t *testing.T) {
 	}
 }
 
-func serial(t *testing.T, addr string, ca *e2e.TestCA, minVersion uint16) int64 {
+func serial(t *testing.T, addr string, ca *proc.TestCA, minVersion uint16) int64 {
 	t.Helper()
 	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, MinVersion: minVersion})
 	if err != nil {

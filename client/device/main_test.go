@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"taskledger/client"
-	"taskledger/client/internal/e2e"
 	"taskledger/client/internal/faultproxy"
+	"taskledger/node/nodetest/proc"
 )
 
-var bins e2e.Binaries
+var bins proc.Binaries
 
 func TestMain(m *testing.M) {
-	os.Exit(e2e.RunTests(m, "tl-device-test", &bins))
+	os.Exit(proc.RunTests(m, "tl-device-test", &bins))
 }
 
 // rig is a real server, a fault proxy in front of it and an enrolled,
 // open Device talking through the proxy.
 type rig struct {
-	srv      *e2e.Server
+	srv      *proc.Server
 	proxy    *faultproxy.Proxy
 	dev      *Device
 	dir      string
@@ -61,7 +61,7 @@ func planOf(rules ...rule) func(int, *http.Request) faultproxy.Action {
 
 func newRig(t *testing.T, rules ...rule) *rig {
 	t.Helper()
-	srv := e2e.StartServer(t, bins.Server)
+	srv := proc.StartServer(t, bins.Server)
 	id, tok := srv.NewDevice(t)
 	proxy := faultproxy.New(srv.URL, planOf(rules...))
 	t.Cleanup(proxy.Close)

@@ -24,6 +24,8 @@ import (
 
 	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 	"taskledger/projections"
 )
 
@@ -52,7 +54,7 @@ func (c *campaign) ack(a campaignAck) {
 		c.tasks = append(c.tasks, a.task)
 	}
 	c.mu.Unlock()
-	c.load.ack(crashAck{}) // counts and signals the killer
+	c.load.signal() // counts and signals the killer
 }
 
 func (c *campaign) stopped() bool {
@@ -66,7 +68,7 @@ func (c *campaign) stopped() bool {
 
 // post sends a POST with a fresh key until answered (see crashLoad.send)
 // and returns the answer and the key.
-func (c *campaign) post(path, token string, body any, headers map[string]string) (*answer, string, error) {
+func (c *campaign) post(path, token string, body any, headers map[string]string) (*nodetest.Resp, string, error) {
 	key := uuid.NewString()
 	h := map[string]string{"Idempotency-Key": key}
 	for k, v := range headers {
@@ -81,9 +83,9 @@ func (c *campaign) post(path, token string, body any, headers map[string]string)
 // ends the cycle.
 func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 	for !c.stopped() {
-		tok := newClaimToken()
+		tok := nodetest.NewClaimToken()
 		key := uuid.NewString()
-		var a *answer
+		var a *nodetest.Resp
 		for {
 			var err error
 			a, err = c.load.send("POST", "/api/v1/device/tasks/claim-next", d.token,
@@ -92,7 +94,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			if err != nil {
 				return err
 			}
-			if a.Status != 409 || a.code() != "device_not_ready" {
+			if a.Status != 409 || a.Code() != "device_not_ready" {
 				break
 			}
 			c.load.notReady.Add(1) // presence is soft state: gone after a restart
@@ -110,8 +112,8 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 		case a.Status != 200:
 			return fmt.Errorf("claim-next: %s", a)
 		}
-		m := a.json()
-		task, gen, version := str(obj(m, "task"), "id"), num(m, "claim_generation"), num(m, "version")
+		m := a.JSON()
+		task, gen, version := nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version")
 		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskClaimed, events.EvTaskClaimResumed}})
 		path := "/api/v1/device/tasks/" + task + "/"
 		hdr := map[string]string{"X-Claim-Token": tok}
@@ -135,7 +137,7 @@ func (c *campaign) device(d crashDevice, rng *rand.Rand) error {
 			continue // canceled by the operator meanwhile
 		}
 		c.ack(campaignAck{key: key, device: d.id, task: task, types: []events.Type{events.EvTaskStarted}})
-		exec, version := str(r.json(), "execution_id"), num(r.json(), "version")
+		exec, version := nodetest.Str(r.JSON(), "execution_id"), nodetest.Num(r.JSON(), "version")
 		ok := true
 		for i := range 1 + rng.IntN(3) {
 			r, key, err := c.post(path+"heartbeat", d.token, map[string]any{"device_id": d.id, "claim_generation": gen,
@@ -198,7 +200,7 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 		if a.Status != 201 {
 			return fmt.Errorf("create: %s", a)
 		}
-		c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []events.Type{events.EvTaskCreated}})
+		c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []events.Type{events.EvTaskCreated}})
 	}
 	return nil
 }
@@ -213,8 +215,8 @@ func TestCrashCampaign(t *testing.T) {
 
 	dir := t.TempDir()
 	live := &liveServer{s: startServer(t, dir), changed: make(chan struct{})}
-	admin := adminToken(t, dir)
-	c := &campaign{load: &crashLoad{live: live, c: newClient(), ackSignal: make(chan struct{}, 1)}, stop: make(chan struct{})}
+	admin := live.s.Admin
+	c := &campaign{load: &crashLoad{live: live, c: proc.NewClient(), ackSignal: make(chan struct{}, 1)}, stop: make(chan struct{})}
 	devs := make([]crashDevice, devices)
 	for i := range devs {
 		a, key, err := c.post("/api/v1/admin/devices", admin,
@@ -222,8 +224,8 @@ func TestCrashCampaign(t *testing.T) {
 		if err != nil || a.Status != 201 {
 			t.Fatalf("register device: %v %v", err, a)
 		}
-		m := a.json()
-		devs[i] = crashDevice{id: str(m, "device_id"), token: str(m, "token"), session: uuid.NewString()}
+		m := a.JSON()
+		devs[i] = crashDevice{id: nodetest.Str(m, "device_id"), token: nodetest.Str(m, "token"), session: uuid.NewString()}
 		c.ack(campaignAck{key: key, device: devs[i].id, types: []events.Type{events.EvDeviceRegistered}})
 	}
 	a, key, err := c.post("/api/v1/admin/tasks", admin,
@@ -231,7 +233,7 @@ func TestCrashCampaign(t *testing.T) {
 	if err != nil || a.Status != 201 {
 		t.Fatalf("create: %v %v", err, a)
 	}
-	c.ack(campaignAck{key: key, task: str(a.json(), "id"), types: []events.Type{events.EvTaskCreated}})
+	c.ack(campaignAck{key: key, task: nodetest.Str(a.JSON(), "id"), types: []events.Type{events.EvTaskCreated}})
 
 	errs := make(chan error, devices+1)
 	var wg sync.WaitGroup
@@ -251,14 +253,14 @@ func TestCrashCampaign(t *testing.T) {
 				t.Fatalf("load: %v", err)
 			}
 		}
-		live.s.kill()
+		live.s.Kill()
 		c.mu.Lock()
 		acks := append([]campaignAck(nil), c.acks...)
 		c.mu.Unlock()
-		if res := runCLI(t, "verify", "--data", dir); res.Code != 0 {
+		if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 			t.Fatalf("verify after kill %d: exit %d\n%s%s", k, res.Code, res.Stdout, res.Stderr)
 		}
-		checkCampaignLog(t, dir, acks)
+		checkCampaignLog(t, dir, acks, false)
 		compared = len(acks)
 		comparisons += len(acks)
 		if t.Failed() {
@@ -277,13 +279,13 @@ func TestCrashCampaign(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if code := live.s.stop(); code != 0 {
-		t.Fatalf("final serve exited %d after SIGTERM\n%s", code, live.s.Stderr.String())
+	if code := live.s.Stop(t); code != 0 {
+		t.Fatalf("final serve exited %d after SIGTERM\n%s", code, live.s.Stderr())
 	}
-	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 {
+	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 		t.Fatalf("final verify: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
-	checkedEvents := checkCampaignLog(t, dir, c.acks)
+	checkedEvents := checkCampaignLog(t, dir, c.acks, true)
 	t.Logf("campaign: %d kills in %v; %d acknowledged commands compared at the last kill (%d comparisons over all kills), "+
 		"%d at the end; %d events; %d lost answers retried, %d replayed 2xx, %d device_not_ready after restarts",
 		kills, time.Since(began).Round(time.Millisecond), compared, comparisons, len(c.acks), checkedEvents,
@@ -292,8 +294,10 @@ func TestCrashCampaign(t *testing.T) {
 
 // checkCampaignLog opens the (stopped) ledger read-only and checks that
 // every acknowledged command is in it, and that no task was ever held by
-// two devices at once. It returns the number of events.
-func checkCampaignLog(t *testing.T, dir string, acks []campaignAck) int {
+// two devices at once, and that no key records two events. When final (every
+// command was answered) it also checks that every keyed event is an
+// acknowledged command. It returns the number of events.
+func checkCampaignLog(t *testing.T, dir string, acks []campaignAck, final bool) int {
 	t.Helper()
 	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
 	if err != nil {
@@ -322,6 +326,9 @@ func checkCampaignLog(t *testing.T, dir string, acks []campaignAck) int {
 		}
 		_ = json.Unmarshal(raw, &f)
 		if e.Idem != nil {
+			if prev, dup := byKey[e.Idem.Key]; dup {
+				return fmt.Errorf("key %s used by seq %d and %d", e.Idem.Key, prev.seq, e.Seq)
+			}
 			byKey[e.Idem.Key] = rec{typ: e.Type, task: f.TaskID, device: f.DeviceID, seq: e.Seq}
 		}
 		switch e.Type {
@@ -353,7 +360,9 @@ func checkCampaignLog(t *testing.T, dir string, acks []campaignAck) int {
 	if err := store.SoftRecords("idem/", func(k string, _ []byte) error { soft[k] = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
+	acked := map[string]bool{}
 	for _, a := range acks {
+		acked[a.key] = true
 		if len(a.types) == 0 {
 			if !soft["idem/"+projections.IdemID("device:"+a.device+":claim-next", a.key)] {
 				t.Errorf("acknowledged 204 of device %s (key %s) has no recorded outcome", a.device, a.key)
@@ -372,6 +381,13 @@ func checkCampaignLog(t *testing.T, dir string, acks []campaignAck) int {
 		if !match || (a.task != "" && r.task != a.task) || (a.device != "" && r.device != a.device && r.typ != events.EvTaskCanceled) {
 			t.Errorf("key %s: acknowledged %v of task %s by %s, log has %s of task %s by %s at seq %d",
 				a.key, a.types, a.task, a.device, r.typ, r.task, r.device, r.seq)
+		}
+	}
+	if final {
+		for k, r := range byKey {
+			if !acked[k] {
+				t.Errorf("seq %d (%s) has key %s that no answer acknowledged", r.seq, r.typ, k)
+			}
 		}
 	}
 	return n

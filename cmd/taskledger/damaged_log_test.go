@@ -14,6 +14,7 @@ import (
 	"taskledger/commands"
 	"taskledger/node"
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 )
 
 // damagedDir returns a data directory with a few events and a snapshot
@@ -22,24 +23,24 @@ func damagedDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	s := startServer(t, dir)
-	tok := adminToken(t, dir)
-	c := newClient()
+	tok := s.Admin
+	c := proc.NewClient()
 	for i := range 20 {
-		a, err := c.do(s.URL, "POST", "/api/v1/admin/tasks", tok, map[string]any{"payload": map[string]any{"n": i}}, nil)
+		a, err := c.Do(s.URL, "POST", "/api/v1/admin/tasks", tok, map[string]any{"payload": map[string]any{"n": i}}, nil)
 		if err != nil || a.Status != 201 {
 			t.Fatalf("create task: %v %v", a, err)
 		}
 	}
-	if code := s.stop(); code != 0 {
+	if code := s.Stop(t); code != 0 {
 		t.Fatalf("stop: %d", code)
 	}
-	if r := runCLI(t, "snapshot", "create", "--data", dir); r.Code != 0 {
+	if r := proc.CLI(t, "snapshot", "create", "--data", dir); r.Code != 0 {
 		t.Fatalf("snapshot create: %d %s", r.Code, r.Stderr)
 	}
 	return dir
 }
 
-func refusedClearly(t *testing.T, what string, r cliResult, want ...string) {
+func refusedClearly(t *testing.T, what string, r proc.Result, want ...string) {
 	t.Helper()
 	if r.Code == 0 {
 		t.Fatalf("%s: exit 0, want a refusal\n%s", what, r.Stderr)
@@ -64,8 +65,8 @@ func TestTruncatedLogIsRefused(t *testing.T) {
 	if err := os.Truncate(db, 3*4096); err != nil {
 		t.Fatal(err)
 	}
-	refusedClearly(t, "serve", runCLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual"), "truncated")
-	refusedClearly(t, "verify", runCLI(t, "verify", "--data", dir), "truncated")
+	refusedClearly(t, "serve", proc.CLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual"), "truncated")
+	refusedClearly(t, "verify", proc.CLI(t, "verify", "--data", dir), "truncated")
 	if fi, _ := os.Stat(db); fi.Size() != 3*4096 {
 		t.Fatalf("the refusal changed the file: %d bytes", fi.Size())
 	}
@@ -79,14 +80,14 @@ func TestMissingLogBesideSnapshotsIsRefused(t *testing.T) {
 	if err := os.WriteFile(db, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serve := func() cliResult {
-		return runCLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual")
+	serve := func() proc.Result {
+		return proc.CLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual")
 	}
 	refusedClearly(t, "serve on an empty log", serve(), "empty", "up to seq ", "snapshot-", "restore")
 	if fi, _ := os.Stat(db); fi.Size() != 0 {
 		t.Fatalf("serve wrote a new ledger over the empty file (%d bytes)", fi.Size())
 	}
-	refusedClearly(t, "verify on an empty log", runCLI(t, "verify", "--data", dir), "empty")
+	refusedClearly(t, "verify on an empty log", proc.CLI(t, "verify", "--data", dir), "empty")
 	os.Remove(db)
 	refusedClearly(t, "serve on a missing log", serve(), "missing", "restore")
 	if _, err := os.Stat(db); err == nil {
@@ -117,7 +118,7 @@ func TestStartRefusesAnEditedEvent(t *testing.T) {
 	if !errors.Is(err, node.ErrChain) || !strings.Contains(err.Error(), fmt.Sprintf("seq %d", bad)) {
 		t.Fatalf("refusal %v, want the broken hash chain at seq %d", err, bad)
 	}
-	r := runCLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual")
+	r := proc.CLI(t, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual")
 	refusedClearly(t, "serve", r, "hash chain", fmt.Sprintf("seq %d", bad))
 }
 
@@ -148,7 +149,7 @@ func TestStartRefusesALogThatEndsBeforeItsHead(t *testing.T) {
 		t.Fatalf("refusal %v, want the log behind head seq %d", err, head)
 	}
 	// verify reports it too: the older log is sound in itself.
-	r := runCLI(t, "verify", "--data", n.Dir)
+	r := proc.CLI(t, "verify", "--data", n.Dir)
 	if r.Code != 1 || !strings.Contains(r.Stderr, fmt.Sprintf("seq %d", head)) || !strings.Contains(r.Stderr, "head") {
 		t.Fatalf("verify of a log behind its head: %d %q", r.Code, r.Stderr)
 	}

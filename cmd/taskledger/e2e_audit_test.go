@@ -24,6 +24,7 @@ import (
 	"taskledger/internal/failpoint"
 	"taskledger/node"
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )
@@ -72,7 +73,7 @@ func TestAuditHistoryAndExport(t *testing.T) {
 	n.Close()
 
 	// history, human readable: a title line and one line per event.
-	h := runCLI(t, "history", id, "--data", dir)
+	h := proc.CLI(t, "history", id, "--data", dir)
 	if h.Code != 0 {
 		t.Fatalf("history: %d %s", h.Code, h.Stderr)
 	}
@@ -86,7 +87,7 @@ func TestAuditHistoryAndExport(t *testing.T) {
 		}
 	}
 	// history --json (flags after or before the id).
-	hj := runCLI(t, "history", "--json", "--data", dir, id)
+	hj := proc.CLI(t, "history", "--json", "--data", dir, id)
 	var doc struct {
 		TaskID string           `json:"task_id"`
 		Events []map[string]any `json:"events"`
@@ -97,16 +98,16 @@ func TestAuditHistoryAndExport(t *testing.T) {
 	if doc.Events[1]["type"] != "task.claimed" || doc.Events[1]["stream"] != "task/"+id {
 		t.Fatalf("history --json event: %v", doc.Events[1])
 	}
-	if res := runCLI(t, "history", "00000000-0000-4000-8000-000000000000", "--data", dir); res.Code != 1 ||
+	if res := proc.CLI(t, "history", "00000000-0000-4000-8000-000000000000", "--data", dir); res.Code != 1 ||
 		!strings.Contains(res.Stderr, "no task") {
 		t.Fatalf("history of an unknown task: %d %q", res.Code, res.Stderr)
 	}
-	if res := runCLI(t, "history", "--data", dir); res.Code != 2 {
+	if res := proc.CLI(t, "history", "--data", dir); res.Code != 2 {
 		t.Fatalf("history without an id: %d", res.Code)
 	}
 
 	// export: one event a line, seq ascending from 1, stable field names.
-	ex := runCLI(t, "export", "--format", "ndjson", "--data", dir)
+	ex := proc.CLI(t, "export", "--format", "ndjson", "--data", dir)
 	if ex.Code != 0 {
 		t.Fatalf("export: %d %s", ex.Code, ex.Stderr)
 	}
@@ -136,11 +137,11 @@ func TestAuditHistoryAndExport(t *testing.T) {
 			t.Fatalf("export line %d has seq %d", i, s)
 		}
 	}
-	after := runCLI(t, "export", "--after", strconv.FormatUint(head-2, 10), "--format", "ndjson", "--data", dir)
+	after := proc.CLI(t, "export", "--after", strconv.FormatUint(head-2, 10), "--format", "ndjson", "--data", dir)
 	if after.Code != 0 || strings.Count(after.Stdout, "\n") != 2 || !strings.HasPrefix(after.Stdout, `{"seq":`+strconv.FormatUint(head-1, 10)+",") {
 		t.Fatalf("export --after: %d %q", after.Code, after.Stdout)
 	}
-	if res := runCLI(t, "export", "--format", "csv", "--data", dir); res.Code != 2 {
+	if res := proc.CLI(t, "export", "--format", "csv", "--data", dir); res.Code != 2 {
 		t.Fatalf("export --format csv: %d", res.Code)
 	}
 
@@ -164,12 +165,12 @@ func TestOfflineAuditCommandsRefuseWhileServing(t *testing.T) {
 		{"snapshot", "list", "--data", dir},
 		{"projections", "rebuild", "--data", dir},
 	} {
-		res := runCLI(t, args...)
+		res := proc.CLI(t, args...)
 		if res.Code == 0 || !strings.Contains(res.Stderr, "in use") {
 			t.Errorf("%v while a server runs: exit %d, stderr %q", args, res.Code, res.Stderr)
 		}
 	}
-	if code := srv.stop(); code != 0 {
+	if code := srv.Stop(t); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
 }
@@ -184,10 +185,10 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	head := n.Head()
 	n.Close()
 
-	if res := runCLI(t, "snapshot", "list", "--data", dir); res.Code != 0 || res.Stdout != "no snapshots\n" {
+	if res := proc.CLI(t, "snapshot", "list", "--data", dir); res.Code != 0 || res.Stdout != "no snapshots\n" {
 		t.Fatalf("snapshot list: %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
-	cr := runCLI(t, "snapshot", "create", "--data", dir)
+	cr := proc.CLI(t, "snapshot", "create", "--data", dir)
 	if cr.Code != 0 || !strings.Contains(cr.Stdout, "snapshot-"+strconv.FormatUint(head, 10)+".tlsnap") {
 		t.Fatalf("snapshot create: %d %q %q", cr.Code, cr.Stdout, cr.Stderr)
 	}
@@ -196,10 +197,10 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	if err != nil || s.KeyCheck != nil {
 		t.Fatalf("offline snapshot without secret: %v %x", err, s.KeyCheck)
 	}
-	if res := runCLI(t, "projections", "rebuild", "--data", dir, "--claim-token-secret", strings.Repeat("cd", 32)); res.Code == 0 {
+	if res := proc.CLI(t, "projections", "rebuild", "--data", dir, "--claim-token-secret", strings.Repeat("cd", 32)); res.Code == 0 {
 		t.Fatalf("rebuild with a wrong secret succeeded: %q", res.Stdout)
 	}
-	rb := runCLI(t, "projections", "rebuild", "--data", dir, "--claim-token-secret", secretHex)
+	rb := proc.CLI(t, "projections", "rebuild", "--data", dir, "--claim-token-secret", secretHex)
 	m := rebuildLine.FindStringSubmatch(rb.Stdout)
 	if rb.Code != 0 || m == nil || m[1] != strconv.FormatUint(head, 10) || m[4] != m[1] {
 		t.Fatalf("projections rebuild: %d %q %q", rb.Code, rb.Stdout, rb.Stderr)
@@ -211,11 +212,11 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	if err != nil || !bytes.Equal(s.KeyCheck, commands.SecretCheck(bytes.Repeat([]byte{0xab}, 32))) {
 		t.Fatalf("rebuild snapshot: %v %x", err, s.KeyCheck)
 	}
-	ls := runCLI(t, "snapshot", "list", "--data", dir)
+	ls := proc.CLI(t, "snapshot", "list", "--data", dir)
 	if ls.Code != 0 || !strings.HasPrefix(ls.Stdout, "snapshot-"+m[4]+".tlsnap  seq="+m[4]+"  schema="+strconv.Itoa(projections.SchemaVersion)) || !strings.Contains(ls.Stdout, " ok\n") {
 		t.Fatalf("snapshot list: %q", ls.Stdout)
 	}
-	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 || !strings.Contains(res.Stdout, "1 snapshots checked") {
+	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 || !strings.Contains(res.Stdout, "1 snapshots checked") {
 		t.Fatalf("verify: %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
 
@@ -230,12 +231,12 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	if err := os.WriteFile(m[3], raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v := runCLI(t, "verify", "--data", dir)
+	v := proc.CLI(t, "verify", "--data", dir)
 	if v.Code != 1 || !strings.Contains(v.Stderr, "snapshot-"+m[4]+".tlsnap") || !strings.Contains(v.Stderr, "checksum") ||
 		!strings.Contains(v.Stderr, "seq "+m[4]) {
 		t.Fatalf("verify of an edited snapshot: %d %q %q", v.Code, v.Stdout, v.Stderr)
 	}
-	if ls := runCLI(t, "snapshot", "list", "--data", dir); !strings.Contains(ls.Stdout, "refused: snapshots: checksum mismatch") {
+	if ls := proc.CLI(t, "snapshot", "list", "--data", dir); !strings.Contains(ls.Stdout, "refused: snapshots: checksum mismatch") {
 		t.Fatalf("snapshot list of an edited snapshot: %q", ls.Stdout)
 	}
 }
@@ -244,7 +245,7 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 // ended (bounded by a minute).
 func runWithEnv(t *testing.T, env []string, args ...string) (*os.ProcessState, string) {
 	t.Helper()
-	cmd := exec.Command(taskledger(t), args...)
+	cmd := exec.Command(proc.Taskledger(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -295,7 +296,7 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	d := n.RegisterDevice()
 	lifecycle(t, n, d, false)
 	n.Close()
-	if res := runCLI(t, "snapshot", "create", "--data", dir); res.Code != 0 {
+	if res := proc.CLI(t, "snapshot", "create", "--data", dir); res.Code != 0 {
 		t.Fatalf("snapshot create: %s", res.Stderr)
 	}
 	first := newestValid(t, dir)
@@ -338,19 +339,19 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	}
 
 	srv := startServer(t, dir, "--snapshot-every", "1000")
-	admin := adminToken(t, dir)
-	got, err := newClient().do(srv.URL, "GET", "/api/v1/admin/tasks?limit=500", admin, nil, nil)
+	admin := srv.Admin
+	got, err := proc.NewClient().Do(srv.URL, "GET", "/api/v1/admin/tasks?limit=500", admin, nil, nil)
 	if err != nil || got.Status != 200 || !bytes.Equal(got.Body, want.Body) {
 		t.Fatalf("tasks after the restart differ: %v", err)
 	}
-	loaded := regexp.MustCompile(`"snapshot_seq":(\d+),"tail_events":(\d+)`).FindStringSubmatch(srv.Stderr.String())
+	loaded := regexp.MustCompile(`"snapshot_seq":(\d+),"tail_events":(\d+)`).FindStringSubmatch(srv.Stderr())
 	if loaded == nil || loaded[1] != strconv.FormatUint(first, 10) || loaded[2] != strconv.FormatUint(head-first, 10) {
-		t.Fatalf("the server did not start from snapshot %d + %d events:\n%s", first, head-first, srv.Stderr.String())
+		t.Fatalf("the server did not start from snapshot %d + %d events:\n%s", first, head-first, srv.Stderr())
 	}
-	if code := srv.stop(); code != 0 {
+	if code := srv.Stop(t); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
-	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 {
+	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 		t.Fatalf("verify: %s %s", res.Stdout, res.Stderr)
 	}
 }

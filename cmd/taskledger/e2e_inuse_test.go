@@ -10,15 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"taskledger/node/nodetest/proc"
 	"testing"
 )
 
 func TestE2ELedgerInUseRefusals(t *testing.T) {
 	dir := t.TempDir()
 	srv := startServer(t, dir)
-	admin := adminToken(t, dir)
-	c := newClient()
-	if a, err := c.do(srv.URL, "POST", "/api/v1/admin/tasks", admin,
+	admin := srv.Admin
+	c := proc.NewClient()
+	if a, err := c.Do(srv.URL, "POST", "/api/v1/admin/tasks", admin,
 		map[string]any{"payload": map[string]any{"n": 1}}, nil); err != nil || a.Status != 201 {
 		t.Fatalf("create task: %v %v", err, a)
 	}
@@ -31,7 +32,7 @@ func TestE2ELedgerInUseRefusals(t *testing.T) {
 		{"admin-token", "revoke", "initial", "--data", dir},
 		{"verify", "--data", dir},
 	} {
-		res := runCLI(t, args...)
+		res := proc.CLI(t, args...)
 		if res.Code == 0 {
 			t.Errorf("%v exited 0 while a server runs", args)
 		}
@@ -47,18 +48,18 @@ func TestE2ELedgerInUseRefusals(t *testing.T) {
 	}
 
 	// The running server still works and its token is still valid.
-	a, err := c.do(srv.URL, "POST", "/api/v1/admin/tasks", admin, map[string]any{"payload": map[string]any{"n": 2}}, nil)
+	a, err := c.Do(srv.URL, "POST", "/api/v1/admin/tasks", admin, map[string]any{"payload": map[string]any{"n": 2}}, nil)
 	if err != nil || a.Status != 201 {
 		t.Fatalf("create task after the refusals: %v %v", err, a)
 	}
-	if code := srv.stop(); code != 0 {
+	if code := srv.Stop(t); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
 	// Once stopped, the same commands work.
-	if res := runCLI(t, "admin-token", "create", "second", "--data", dir); res.Code != 0 || !adminTokenLine.MatchString(res.Stdout) {
+	if res := proc.CLI(t, "admin-token", "create", "second", "--data", dir); res.Code != 0 || !adminTokenLine.MatchString(res.Stdout) {
 		t.Fatalf("admin-token create after stop: exit %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
-	if res := runCLI(t, "verify", "--data", dir); res.Code != 0 {
+	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 		t.Fatalf("verify after stop: exit %d %q %q", res.Code, res.Stdout, res.Stderr)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 )
 
 // readyDevices registers n devices and sends each a presence heartbeat.
@@ -29,7 +30,7 @@ func readyDevices(t *testing.T, n *nodetest.Node, count int) []*nodetest.Device 
 
 // createTasks creates count authorized tasks concurrently (group commit
 // batches them) and returns their ids.
-func createTasks(t *testing.T, c *client, base, admin string, count int) []string {
+func createTasks(t *testing.T, c *proc.Client, base, admin string, count int) []string {
 	t.Helper()
 	ids := make([]string, count)
 	errs := make(chan error, count)
@@ -38,7 +39,7 @@ func createTasks(t *testing.T, c *client, base, admin string, count int) []strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := c.do(base, "POST", "/api/v1/admin/tasks", admin,
+			a, err := c.Do(base, "POST", "/api/v1/admin/tasks", admin,
 				map[string]any{"payload": map[string]any{"n": i}, "authorize": map[string]any{"ttl_seconds": 3600}}, nil)
 			if err != nil {
 				errs <- err
@@ -48,7 +49,7 @@ func createTasks(t *testing.T, c *client, base, admin string, count int) []strin
 				errs <- fmt.Errorf("create task: %s", a)
 				return
 			}
-			ids[i] = str(a.json(), "id")
+			ids[i] = nodetest.Str(a.JSON(), "id")
 		}()
 	}
 	wg.Wait()
@@ -60,28 +61,28 @@ func createTasks(t *testing.T, c *client, base, admin string, count int) []strin
 }
 
 // claimNext sends claim-next for a device with the given key and token.
-func claimNext(c *client, base string, d *nodetest.Device, key, token string) (*answer, error) {
-	return c.do(base, "POST", "/api/v1/device/tasks/claim-next", d.Token,
+func claimNext(c *proc.Client, base string, d *nodetest.Device, key, token string) (*nodetest.Resp, error) {
+	return c.Do(base, "POST", "/api/v1/device/tasks/claim-next", d.Token,
 		map[string]any{"device_id": d.ID, "session_id": d.Session},
 		map[string]string{"Idempotency-Key": key, "X-Claim-Token": token})
 }
 
 // release sends release for a claim.
-func release(c *client, base, devToken, devID, taskID, token, key string, gen, version uint64) (*answer, error) {
-	return c.do(base, "POST", "/api/v1/device/tasks/"+taskID+"/release", devToken,
+func release(c *proc.Client, base, devToken, devID, taskID, token, key string, gen, version uint64) (*nodetest.Resp, error) {
+	return c.Do(base, "POST", "/api/v1/device/tasks/"+taskID+"/release", devToken,
 		map[string]any{"device_id": devID, "claim_generation": gen, "expected_version": version},
 		map[string]string{"Idempotency-Key": key, "X-Claim-Token": token})
 }
 
 func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 	n := nodetest.Start(t)
-	c := newClient()
+	c := proc.NewClient()
 	devs := readyDevices(t, n, 64)
 	task := n.CreateTask(map[string]any{"race": true})
 
 	type outcome struct {
 		dev *nodetest.Device
-		a   *answer
+		a   *nodetest.Resp
 		err error
 	}
 	out := make([]outcome, len(devs))
@@ -92,7 +93,7 @@ func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			a, err := claimNext(c, n.URL, d, uuid.NewString(), newClaimToken())
+			a, err := claimNext(c, n.URL, d, uuid.NewString(), nodetest.NewClaimToken())
 			out[i] = outcome{d, a, err}
 		}()
 	}
@@ -120,11 +121,11 @@ func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 		t.Fatalf("want exactly one 200 and sixty-three 204, got %d and %d", len(winners), noTask)
 	}
 	w := winners[0]
-	if got := str(obj(w.a.json(), "task"), "id"); got != task {
+	if got := nodetest.Str(nodetest.Obj(w.a.JSON(), "task"), "id"); got != task {
 		t.Fatalf("winner claimed %s, want %s", got, task)
 	}
-	claim := obj(n.Task(task), "claim")
-	if str(claim, "device_id") != w.dev.ID || num(claim, "generation") != 1 {
+	claim := nodetest.Obj(n.Task(task), "claim")
+	if nodetest.Str(claim, "device_id") != w.dev.ID || nodetest.Num(claim, "generation") != 1 {
 		t.Fatalf("task claim %v, want device %s generation 1", claim, w.dev.ID)
 	}
 	evs := fetchEvents(t, c, n.URL, n.AdminToken)
@@ -142,7 +143,7 @@ func TestE2EClaimRace64DevicesOneTask(t *testing.T) {
 func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 	const devices, tasks, iterations = 64, 200, 20
 	n := nodetest.Start(t)
-	c := newClient()
+	c := proc.NewClient()
 	devs := readyDevices(t, n, devices)
 	createTasks(t, c, n.URL, n.AdminToken, tasks)
 
@@ -155,7 +156,7 @@ func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range iterations {
-				tok := newClaimToken()
+				tok := nodetest.NewClaimToken()
 				a, err := claimNext(c, n.URL, d, uuid.NewString(), tok)
 				if err != nil {
 					errs <- err
@@ -171,14 +172,14 @@ func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 					errs <- fmt.Errorf("claim-next: %s", a)
 					return
 				}
-				m := a.json()
-				id := str(obj(m, "task"), "id")
-				r, err := release(c, n.URL, d.Token, d.ID, id, tok, uuid.NewString(), num(m, "claim_generation"), num(m, "version"))
+				m := a.JSON()
+				id := nodetest.Str(nodetest.Obj(m, "task"), "id")
+				r, err := release(c, n.URL, d.Token, d.ID, id, tok, uuid.NewString(), nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version"))
 				if err != nil {
 					errs <- err
 					return
 				}
-				if r.Status != 200 || str(r.json(), "state") != "PENDING" {
+				if r.Status != 200 || nodetest.Str(r.JSON(), "state") != "PENDING" {
 					errs <- fmt.Errorf("release %s: %s", id, r)
 					return
 				}
@@ -208,10 +209,10 @@ func TestE2EChurn64DevicesClaimRelease(t *testing.T) {
 	t.Logf("churn: %d devices × %d iterations over %d tasks: %d claims, %d releases, %d no-task answers, %d events",
 		devices, iterations, tasks, claimed, released, empty, len(evs))
 
-	// The apptest cleanup runs node.Verify and compares replay with live
+	// The nodetest cleanup runs node.Verify and compares replay with live
 	// projections; then the real binary's verify must pass on the same log.
 	n.Close()
-	res := runCLI(t, "verify", "--data", n.Dir)
+	res := proc.CLI(t, "verify", "--data", n.Dir)
 	if res.Code != 0 || !strings.HasPrefix(res.Stdout, "ok: ") {
 		t.Fatalf("taskledger verify: exit %d\nstdout: %s\nstderr: %s", res.Code, res.Stdout, res.Stderr)
 	}
@@ -229,31 +230,31 @@ type ownEvent struct {
 }
 
 // fetchEvents pages through GET /api/v1/admin/events.
-func fetchEvents(t *testing.T, c *client, base, admin string) []ownEvent {
+func fetchEvents(t *testing.T, c *proc.Client, base, admin string) []ownEvent {
 	t.Helper()
 	var out []ownEvent
 	after := uint64(0)
 	for {
-		a, err := c.do(base, "GET", fmt.Sprintf("/api/v1/admin/events?after=%d&limit=1000", after), admin, nil, nil)
+		a, err := c.Do(base, "GET", fmt.Sprintf("/api/v1/admin/events?after=%d&limit=1000", after), admin, nil, nil)
 		if err != nil || a.Status != 200 {
 			t.Fatalf("events after %d: %v %v", after, err, a)
 		}
-		m := a.json()
+		m := a.JSON()
 		list, _ := m["events"].([]any)
 		for _, raw := range list {
 			e := raw.(map[string]any)
-			b := obj(e, "body")
-			oe := ownEvent{Seq: num(e, "seq"), Type: str(e, "type"), At: msTime(t, str(e, "at")),
-				TaskID: str(b, "task_id"), DeviceID: str(b, "device_id"), Gen: num(b, "claim_generation")}
+			b := nodetest.Obj(e, "body")
+			oe := ownEvent{Seq: nodetest.Num(e, "seq"), Type: nodetest.Str(e, "type"), At: msTime(t, nodetest.Str(e, "at")),
+				TaskID: nodetest.Str(b, "task_id"), DeviceID: nodetest.Str(b, "device_id"), Gen: nodetest.Num(b, "claim_generation")}
 			if oe.Type == "task.claimed" {
-				oe.LeaseExp = msTime(t, str(b, "lease_expires_at"))
+				oe.LeaseExp = msTime(t, nodetest.Str(b, "lease_expires_at"))
 			}
 			if oe.Seq != uint64(len(out))+1 {
 				t.Fatalf("events: seq %d after %d events", oe.Seq, len(out))
 			}
 			out = append(out, oe)
 		}
-		next := num(m, "next_after")
+		next := nodetest.Num(m, "next_after")
 		if len(list) == 0 || next == after {
 			return out
 		}

@@ -23,6 +23,9 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 )
 
 // secret is one token the test must not find, with the answers allowed to
@@ -83,7 +86,7 @@ type seenAnswer struct {
 
 type session struct {
 	t       *testing.T
-	c       *client
+	c       *proc.Client
 	url     string
 	mu      sync.Mutex
 	answers []*seenAnswer
@@ -92,14 +95,14 @@ type session struct {
 // do sends a request and fails the test unless the status is want.
 func (s *session) do(want int, method, path, token string, body any, headers map[string]string) map[string]any {
 	s.t.Helper()
-	a, err := s.c.do(s.url, method, path, token, body, headers)
+	a, err := s.c.Do(s.url, method, path, token, body, headers)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	if a.Status != want {
 		s.t.Fatalf("%s %s: want %d, got %s", method, path, want, a)
 	}
-	return a.json()
+	return a.JSON()
 }
 
 // allow marks the newest answer as allowed to carry the named secret.
@@ -116,7 +119,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	var cliOut []string
 
 	// An operator token from the CLI: stdout is exactly the token.
-	res := runCLI(t, "admin-token", "create", "ops", "--data", dir)
+	res := proc.CLI(t, "admin-token", "create", "ops", "--data", dir)
 	if res.Code != 0 || !adminTokenLine.MatchString(res.Stdout) {
 		t.Fatalf("admin-token create: exit %d, stdout %q (want exactly one token line), stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
@@ -125,7 +128,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	if strings.Contains(res.Stderr, admin) {
 		t.Fatalf("admin-token create wrote the token on stderr too: %q", res.Stderr)
 	}
-	res = runCLI(t, "admin-token", "create", "auditor", "--data", dir) // created, never used
+	res = proc.CLI(t, "admin-token", "create", "auditor", "--data", dir) // created, never used
 	if res.Code != 0 || !adminTokenLine.MatchString(res.Stdout) {
 		t.Fatalf("admin-token create auditor: exit %d, stdout %q", res.Code, res.Stdout)
 	}
@@ -143,8 +146,8 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	add("admin token auditor", auditor)
 	add("claim-token secret", secretHex)
 
-	s := &session{t: t, c: newClient(), url: srv.URL}
-	s.c.Seen = func(method, path string, a *answer) {
+	s := &session{t: t, c: proc.NewClient(), url: srv.URL}
+	s.c.Seen = func(method, path string, a *nodetest.Resp) {
 		var b bytes.Buffer
 		fmt.Fprintf(&b, "%d\n", a.Status)
 		_ = a.Header.Write(&b)
@@ -158,7 +161,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	type dev struct{ id, token, session string }
 	register := func(name string, body map[string]any) dev {
 		m := s.do(201, "POST", "/api/v1/admin/devices", admin, body, nil)
-		d := dev{id: str(m, "device_id"), token: str(m, "token"), session: uuid.NewString()}
+		d := dev{id: nodetest.Str(m, "device_id"), token: nodetest.Str(m, "token"), session: uuid.NewString()}
 		add("device token "+name, d.token)
 		s.allow("device token " + name)
 		return d
@@ -170,7 +173,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	for i := range 4 {
 		m := s.do(201, "POST", "/api/v1/admin/tasks", admin, map[string]any{"payload": map[string]any{"step": i,
 			"note": "open the app"}, "authorize": map[string]any{"ttl_seconds": 3600}}, nil)
-		tasks = append(tasks, str(m, "id"))
+		tasks = append(tasks, nodetest.Str(m, "id"))
 	}
 	for _, d := range []dev{A, B, C} {
 		s.do(200, "POST", "/api/v1/device/heartbeat", d.token, presenceBody(d.id), nil)
@@ -186,76 +189,76 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	}
 
 	// A: claim (and its replay), start, heartbeat, complete.
-	tokA := newClaimToken()
+	tokA := nodetest.NewClaimToken()
 	add("claim token A", tokA)
 	keyA := uuid.NewString()
 	m := claim(A, keyA, tokA)
 	claim(A, keyA, tokA) // replay
-	taskA, gen, ver := str(obj(m, "task"), "id"), num(m, "claim_generation"), num(m, "version")
+	taskA, gen, ver := nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation"), nodetest.Num(m, "version")
 	m = call(200, A, taskA, "start", tokA, map[string]any{"claim_generation": gen, "expected_version": ver})
-	exA := str(m, "execution_id")
+	exA := nodetest.Str(m, "execution_id")
 	call(200, A, taskA, "heartbeat", tokA, map[string]any{"claim_generation": gen, "execution_id": exA, "step": "typing"})
 	call(200, A, taskA, "complete", tokA, map[string]any{"claim_generation": gen, "execution_id": exA,
-		"expected_version": num(m, "version"), "result": map[string]any{"ok": true}})
+		"expected_version": nodetest.Num(m, "version"), "result": map[string]any{"ok": true}})
 
 	// B: claim and release, claim again, start, operator cancel, heartbeat
 	// sees cancel_requested, cancel-ack.
-	tokB1, tokB2 := newClaimToken(), newClaimToken()
+	tokB1, tokB2 := nodetest.NewClaimToken(), nodetest.NewClaimToken()
 	add("claim token B1", tokB1)
 	add("claim token B2", tokB2)
 	m = claim(B, uuid.NewString(), tokB1)
-	taskB := str(obj(m, "task"), "id")
-	call(200, B, taskB, "release", tokB1, map[string]any{"claim_generation": num(m, "claim_generation"),
-		"expected_version": num(m, "version")})
+	taskB := nodetest.Str(nodetest.Obj(m, "task"), "id")
+	call(200, B, taskB, "release", tokB1, map[string]any{"claim_generation": nodetest.Num(m, "claim_generation"),
+		"expected_version": nodetest.Num(m, "version")})
 	m = claim(B, uuid.NewString(), tokB2)
-	taskB, gen = str(obj(m, "task"), "id"), num(m, "claim_generation")
-	m = call(200, B, taskB, "start", tokB2, map[string]any{"claim_generation": gen, "expected_version": num(m, "version")})
-	exB := str(m, "execution_id")
+	taskB, gen = nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation")
+	m = call(200, B, taskB, "start", tokB2, map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(m, "version")})
+	exB := nodetest.Str(m, "execution_id")
 	s.do(200, "POST", "/api/v1/admin/tasks/"+taskB+"/cancel", admin, map[string]any{"reason": "operator stop"}, nil)
 	m = call(200, B, taskB, "heartbeat", tokB2, map[string]any{"claim_generation": gen, "execution_id": exB, "step": "typing"})
 	if m["cancel_requested"] != true {
 		t.Fatalf("heartbeat after cancel: cancel_requested %v", m["cancel_requested"])
 	}
 	call(200, B, taskB, "cancel-ack", tokB2, map[string]any{"claim_generation": gen, "execution_id": exB,
-		"expected_version": num(m, "version")})
+		"expected_version": nodetest.Num(m, "version")})
 
 	// C: a server-issued claim token (the answer and its replay carry it),
 	// start, heartbeat, fail.
 	keyC := uuid.NewString()
 	m = claim(C, keyC, "")
-	tokC := str(obj(m, "claim"), "token")
+	tokC := nodetest.Str(nodetest.Obj(m, "claim"), "token")
 	if len(tokC) != 64 {
 		t.Fatalf("server-issued claim token %q", tokC)
 	}
 	add("server claim token C", tokC)
 	s.allow("server claim token C")
-	if str(obj(claim(C, keyC, ""), "claim"), "token") != tokC {
+	if nodetest.Str(nodetest.Obj(claim(C, keyC, ""), "claim"), "token") != tokC {
 		t.Fatalf("the replay of a server-issued claim returned another token")
 	}
 	s.allow("server claim token C")
-	taskC, gen := str(obj(m, "task"), "id"), num(m, "claim_generation")
-	m = call(200, C, taskC, "start", tokC, map[string]any{"claim_generation": gen, "expected_version": num(m, "version")})
-	exC := str(m, "execution_id")
+	taskC, gen := nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation")
+	m = call(200, C, taskC, "start", tokC, map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(m, "version")})
+	exC := nodetest.Str(m, "execution_id")
 	call(200, C, taskC, "heartbeat", tokC, map[string]any{"claim_generation": gen, "execution_id": exC, "step": "s1"})
 	call(200, C, taskC, "fail", tokC, map[string]any{"claim_generation": gen, "execution_id": exC,
-		"expected_version": num(m, "version"), "reason_code": "target_app_crashed", "detail": "crashed"})
+		"expected_version": nodetest.Num(m, "version"), "reason_code": "target_app_crashed", "detail": "crashed"})
 
 	// Refusals that must not echo what they were sent.
-	wrong := newClaimToken()
+	wrong := nodetest.NewClaimToken()
 	add("wrong claim token", wrong)
-	tokD := newClaimToken()
+	tokD := nodetest.NewClaimToken()
 	add("claim token D", tokD)
 	m = claim(A, uuid.NewString(), tokD) // A claims the last task
-	taskD, gen := str(obj(m, "task"), "id"), num(m, "claim_generation")
-	call(403, A, taskD, "release", wrong, map[string]any{"claim_generation": gen, "expected_version": num(m, "version")})
-	call(404, B, taskD, "release", tokD, map[string]any{"claim_generation": gen, "expected_version": num(m, "version")})
-	call(400, A, taskD, "release", tokD+"!", map[string]any{"claim_generation": gen, "expected_version": num(m, "version")})
+	taskD, gen := nodetest.Str(nodetest.Obj(m, "task"), "id"), nodetest.Num(m, "claim_generation")
+	call(403, A, taskD, "release", wrong, map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(m, "version")})
+	call(404, B, taskD, "release", tokD, map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(m, "version")})
+	call(400, A, taskD, "release", tokD+"!", map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(m, "version")})
 	s.do(403, "GET", "/api/v1/admin/tasks/"+taskD, A.token, nil, nil)
 	s.do(403, "POST", "/api/v1/device/heartbeat", admin, presenceBody(A.id), nil)
 	s.do(401, "GET", "/api/v1/admin/tasks/"+taskD, admin+"x", nil, nil)
 	s.do(401, "POST", "/api/v1/device/heartbeat", otherLast(A.token), presenceBody(A.id), nil)
 	s.do(403, "POST", "/api/v1/device/heartbeat", A.token, presenceBody(B.id), nil)
-	call(200, A, taskD, "release", tokD, map[string]any{"claim_generation": gen, "expected_version": num(m, "version")})
+	call(200, A, taskD, "release", tokD, map[string]any{"claim_generation": gen, "expected_version": nodetest.Num(m, "version")})
 
 	// Reads: task details, histories, the global log, devices, metrics.
 	for _, id := range tasks {
@@ -270,10 +273,10 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	}
 	s.do(200, "GET", "/metrics", "", nil, nil)
 
-	if code := srv.stop(); code != 0 {
+	if code := srv.Stop(t); code != 0 {
 		t.Fatalf("serve exited %d after SIGTERM", code)
 	}
-	res = runCLI(t, "verify", "--data", dir, "--claim-token-secret", secretHex)
+	res = proc.CLI(t, "verify", "--data", dir, "--claim-token-secret", secretHex)
 	if res.Code != 0 {
 		t.Fatalf("verify: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
@@ -323,7 +326,7 @@ func TestE2ENoSecretAtRest(t *testing.T) {
 	}
 
 	// 2. The server's logs and the CLI's outputs.
-	logs := srv.Stderr.String()
+	logs := srv.Stderr()
 	if !strings.Contains(logs, "claim-next") && !strings.Contains(logs, A.id) {
 		t.Fatalf("the server's logs do not mention the requests; nothing to search:\n%s", logs)
 	}

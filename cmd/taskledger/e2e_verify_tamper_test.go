@@ -19,6 +19,7 @@ import (
 	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 )
 
 // goodLedger writes a small but varied log and returns its data directory.
@@ -105,7 +106,7 @@ func TestE2EVerifyNamesFirstViolation(t *testing.T) {
 	if events < 20 {
 		t.Fatalf("only %d events", events)
 	}
-	if res := runCLI(t, "verify", "--data", src); res.Code != 0 {
+	if res := proc.CLI(t, "verify", "--data", src); res.Code != 0 {
 		t.Fatalf("verify of the untouched log: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	forgedSeq, forge := forgeDoubleOwner(t, src)
@@ -153,7 +154,7 @@ func TestE2EVerifyNamesFirstViolation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tampered(t, src, tc.edit)
-			res := runCLI(t, "verify", "--data", dir)
+			res := proc.CLI(t, "verify", "--data", dir)
 			if res.Code != 1 {
 				t.Fatalf("verify exit %d, want 1\nstdout: %s\nstderr: %s", res.Code, res.Stdout, res.Stderr)
 			}

@@ -1,6 +1,6 @@
 package main
 
-// The operator commands against a real server (apptest: a ledger on a
+// The operator commands against a real server (nodetest: a ledger on a
 // temporary directory served over loopback), run in process through run().
 
 import (

@@ -10,6 +10,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/node/nodetest"
+	"taskledger/node/nodetest/proc"
 	"taskledger/projections"
 )
 
@@ -38,7 +39,7 @@ func TestVerifyAfterSoftRecordCollection(t *testing.T) {
 	nodetest.Must(t, r, http.StatusNoContent) // one record kept
 	n.Close()
 
-	if r := runCLI(t, "verify", "--data", n.Dir, "--idempotency-retention", "1h"); r.Code != 0 {
+	if r := proc.CLI(t, "verify", "--data", n.Dir, "--idempotency-retention", "1h"); r.Code != 0 {
 		t.Fatalf("verify: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
@@ -56,7 +57,7 @@ func TestVerifyAfterSoftRecordCollection(t *testing.T) {
 	if err != nil || key == "" {
 		t.Fatalf("damaging the soft record %q: %v", key, err)
 	}
-	if r := runCLI(t, "verify", "--data", n.Dir, "--idempotency-retention", "1h"); r.Code != 1 || !strings.Contains(r.Stderr, "soft") {
+	if r := proc.CLI(t, "verify", "--data", n.Dir, "--idempotency-retention", "1h"); r.Code != 1 || !strings.Contains(r.Stderr, "soft") {
 		t.Fatalf("verify of a damaged soft record: exit %d\n%s", r.Code, r.Stderr)
 	}
 }

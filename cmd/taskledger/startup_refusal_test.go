@@ -32,6 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	"taskledger/ledger"
+	"taskledger/node/nodetest/proc"
 )
 
 // refusalDeadline bounds every subprocess wait: a hang fails the test
@@ -68,7 +69,7 @@ var refusalListeningRE = regexp.MustCompile(`taskledger: listening on (\S+)`)
 // until it says where it listens.
 func refusalStart(t *testing.T, dir string, env []string, args ...string) *refusalServer {
 	t.Helper()
-	cmd := exec.Command(taskledger(t), append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual",
+	cmd := exec.Command(proc.Taskledger(t), append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual",
 		"--log-level", "error"}, args...)...)
 	cmd.Env = append(refusalEnv(), env...)
 	pipe, err := cmd.StderrPipe()
@@ -283,7 +284,7 @@ func refusalMustRefuse(t *testing.T, dir string, env []string, args []string, wa
 	before := refusalHashDir(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), refusalDeadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, taskledger(t), append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0",
+	cmd := exec.CommandContext(ctx, proc.Taskledger(t), append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0",
 		"--clock=manual"}, args...)...)
 	cmd.Env = append(refusalEnv(), env...)
 	var stderr refusalStderr
@@ -452,7 +453,7 @@ func TestServerTokenSurvivesKillBetweenCommitAndResponse(t *testing.T) {
 	}
 	s2.stop()
 
-	out, err := exec.Command(taskledger(t), "verify", "--data", dir, "--claim-token-secret", secret).CombinedOutput()
+	out, err := exec.Command(proc.Taskledger(t), "verify", "--data", dir, "--claim-token-secret", secret).CombinedOutput()
 	if err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}

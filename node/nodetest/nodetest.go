@@ -25,6 +25,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/node"
+	"taskledger/node/nodetest/proc"
 	"taskledger/projections"
 )
 
@@ -142,30 +143,25 @@ func (n *Node) Advance(d time.Duration) {
 	}
 }
 
-// Resp is an HTTP answer.
-type Resp struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// JSON decodes the body into a map.
-func (r *Resp) JSON() map[string]any {
-	var m map[string]any
-	_ = json.Unmarshal(r.Body, &m)
-	return m
-}
-
-// Code is the error code of an error answer.
-func (r *Resp) Code() string {
-	c, _ := r.JSON()["code"].(string)
-	return c
-}
+// Resp is an HTTP answer (Err: the transport error of Try); it is the
+// process harness's type, so in-process and real-binary tests share it.
+type Resp = proc.Resp
 
 // Do sends a request with a bearer token; body may be nil, a []byte (sent
-// as is) or any value (sent as JSON). headers are added as given.
+// as is) or any value (sent as JSON). headers are added as given (an empty
+// value removes the header). A transport error fails the test.
 func (n *Node) Do(method, path, token string, body any, headers map[string]string) *Resp {
 	n.T.Helper()
+	r := n.Try(method, path, token, body, headers)
+	if r.Err != nil && r.Status == 0 {
+		n.T.Fatalf("nodetest: %s %s: %v", method, path, r.Err)
+	}
+	return r
+}
+
+// Try is Do without touching testing.T, so it is safe in goroutines: a
+// transport error is returned in Resp.Err.
+func (n *Node) Try(method, path, token string, body any, headers map[string]string) *Resp {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -177,7 +173,7 @@ func (n *Node) Do(method, path, token string, body any, headers map[string]strin
 	}
 	req, err := http.NewRequest(method, n.URL+path, rd)
 	if err != nil {
-		n.T.Fatalf("nodetest: request: %v", err)
+		return &Resp{Err: err}
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -199,11 +195,11 @@ func (n *Node) Do(method, path, token string, body any, headers map[string]strin
 	}
 	res, err := n.HTTP.Do(req)
 	if err != nil {
-		n.T.Fatalf("nodetest: %s %s: %v", method, path, err)
+		return &Resp{Err: err}
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	return &Resp{Status: res.StatusCode, Header: res.Header, Body: raw}
+	raw, err := io.ReadAll(res.Body)
+	return &Resp{Status: res.StatusCode, Header: res.Header, Body: raw, Err: err}
 }
 
 // NewKey returns a new idempotency key (canonical UUIDv4).
@@ -349,14 +345,11 @@ func (n *Node) StartTask(t testing.TB, d *Device, payload map[string]any) *Run {
 	t.Helper()
 	id := n.CreateTask(payload)
 	Must(t, d.Ready(), http.StatusOK)
-	r, tok := d.Claim()
-	Must(t, r, http.StatusOK)
-	if got := Str(r.JSON()["task"].(map[string]any), "id"); got != id {
+	got, tok, _ := d.MustClaim(t)
+	if got != id {
 		t.Fatalf("nodetest: claimed %s, want the new task %s (an older task is claimable)", got, id)
 	}
-	s := d.Call(id, "start", tok, map[string]any{"claim_generation": 1, "expected_version": 2}, "")
-	Must(t, s, http.StatusOK)
-	return &Run{D: d, TaskID: id, Token: tok, ExecutionID: Str(s.JSON(), "execution_id")}
+	return &Run{D: d, TaskID: id, Token: tok, ExecutionID: d.MustStart(t, id, tok, 1, 2)}
 }
 
 // Act sends op for the run's execution; body adds to claim_generation and

@@ -58,7 +58,7 @@ func OpenAPIRouter() (routers.Router, error) {
 func validating(h http.Handler, report func(string, ...any)) http.Handler {
 	router, err := OpenAPIRouter()
 	if err != nil {
-		report("apptest: %v", err)
+		report("nodetest: %v", err)
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

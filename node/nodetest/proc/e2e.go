@@ -1,9 +1,9 @@
-// Package e2e runs the real taskledger server and the agent as processes
+// Package proc runs the real taskledger server and the agent as processes
 // for the client's end-to-end and crash tests: it builds the binaries,
 // starts a server with the manual test clock, talks to its admin API, and
 // follows a process's stderr line by line so tests wait on what the
 // process says, never on sleeps.
-package e2e
+package proc
 
 import (
 	"bufio"
@@ -37,19 +37,13 @@ type Binaries struct {
 // Build compiles the server (./cmd/taskledger) and the agent test main
 // (with failpoints) into dir.
 func Build(dir string) (Binaries, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return Binaries{}, err
-	}
 	b := Binaries{Server: filepath.Join(dir, "taskledger"), Agent: filepath.Join(dir, "agent")}
 	for _, args := range [][]string{
 		{"build", "-tags", "failpoints", "-o", b.Server, "./cmd/taskledger"},
 		{"build", "-race", "-tags", "failpoints", "-o", b.Agent, "./client/agent/internal/testmain"},
 	} {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("go %v: %v\n%s", args, err, out)
+		if err := goBuild(args...); err != nil {
+			return Binaries{}, err
 		}
 	}
 	return b, nil
@@ -175,32 +169,26 @@ func (p *Proc) Wait(t testing.TB) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// Exited reports whether the process has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Killed reports whether the process died of SIGKILL.
 func (p *Proc) Killed() bool {
 	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
-// Run runs a short command to completion and returns exit code, stdout,
-// stderr.
-func Run(t testing.TB, bin string, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
-		if _, ok := err.(*exec.ExitError); !ok {
-			t.Fatal(err)
-		}
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
-}
-
-// Server is a running taskledger server with the manual clock.
+// Server is a running `taskledger serve` process with the manual clock.
 type Server struct {
 	URL   string
-	Admin string
+	Admin string // the initial admin token ("" when the directory has none)
 	Data  string
 	Proc  *Proc
 	hc    *http.Client
@@ -210,23 +198,83 @@ type Server struct {
 // port with data in a temporary directory.
 func StartServer(t testing.TB, bin string, args ...string) *Server {
 	t.Helper()
-	data := t.TempDir()
-	p := Start(t, nil, bin, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0", "--clock=manual"}, args...)...)
-	line, _ := p.WaitLine(t, 0, "listening on")
-	addr := strings.TrimSpace(line[strings.Index(line, "listening on")+len("listening on"):])
-	tok, err := os.ReadFile(filepath.Join(data, "initial-admin-token"))
-	if err != nil {
-		t.Fatal(err)
+	s := Serve(t, bin, "", args...)
+	if s.Admin == "" {
+		t.Fatalf("no initial admin token in %s", s.Data)
 	}
-	s := &Server{URL: "http://" + addr, Admin: strings.TrimSpace(string(tok)), Data: data, Proc: p,
-		hc: &http.Client{Transport: &http.Transport{Proxy: nil}}}
-	t.Cleanup(func() {
-		p.Signal(syscall.SIGTERM)
-		p.Wait(t)
-		s.hc.CloseIdleConnections()
-	})
 	return s
 }
+
+// Serve starts `serve --data dir --listen 127.0.0.1:0 --clock=manual` plus
+// args (dir "": a temporary directory), waits for its "listening on" line
+// and for /readyz. At cleanup a server still running gets SIGTERM.
+func Serve(t testing.TB, bin, dir string, args ...string) *Server {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	p := Start(t, nil, bin, append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual"}, args...)...)
+	line, _ := p.WaitLine(t, 0, "listening on")
+	addr := strings.TrimSpace(line[strings.Index(line, "listening on")+len("listening on"):])
+	tok, err := os.ReadFile(filepath.Join(dir, "initial-admin-token"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	s := &Server{URL: "http://" + addr, Admin: strings.TrimSpace(string(tok)), Data: dir, Proc: p,
+		hc: &http.Client{Transport: &http.Transport{Proxy: nil}}}
+	t.Cleanup(func() {
+		if !p.Exited() {
+			p.Signal(syscall.SIGTERM)
+			p.Wait(t)
+		}
+		s.hc.CloseIdleConnections()
+	})
+	s.waitReady(t)
+	return s
+}
+
+// waitReady polls /readyz (the address is printed once the node is open;
+// /readyz confirms it) until 200, the process exits, or WaitLimit.
+func (s *Server) waitReady(t testing.TB) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.After(WaitLimit)
+	for {
+		res, err := c.Get(s.URL + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case <-s.Proc.done:
+			t.Fatalf("serve exited while starting: %v\n%s", s.Proc.err, s.Proc.Stderr())
+		case <-deadline:
+			t.Fatalf("serve at %s not ready within %v: %v", s.URL, WaitLimit, err)
+		case <-time.After(20 * time.Millisecond): // polling a subprocess endpoint with a deadline
+		}
+	}
+}
+
+// Kill SIGKILLs the server (if still running) and waits for it.
+func (s *Server) Kill() {
+	if !s.Proc.Exited() {
+		s.Proc.Signal(syscall.SIGKILL)
+		<-s.Proc.done
+	}
+}
+
+// Stop sends SIGTERM and returns the exit code (-1 when killed by a
+// signal), failing after WaitLimit.
+func (s *Server) Stop(t testing.TB) int {
+	t.Helper()
+	s.Proc.Signal(syscall.SIGTERM)
+	return s.Proc.Wait(t)
+}
+
+// Stderr is everything the server wrote on stderr so far.
+func (s *Server) Stderr() string { return s.Proc.Stderr() }
 
 // Do sends an admin request and decodes the JSON answer.
 func (s *Server) Do(t testing.TB, method, path string, body any) (int, map[string]any) {
