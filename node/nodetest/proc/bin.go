@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -34,8 +33,7 @@ func Taskledger(t testing.TB) string {
 		root := filepath.Join(os.TempDir(), binRoot)
 		if ents, err := os.ReadDir(root); err == nil {
 			for _, e := range ents {
-				if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() &&
-					syscall.Kill(pid, 0) == syscall.ESRCH {
+				if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() && processGone(pid) {
 					os.RemoveAll(filepath.Join(root, e.Name()))
 				}
 			}
