@@ -157,9 +157,32 @@ func (l *Log) setup() error {
 		if err != nil {
 			return fmt.Errorf("jetstream: bucket %s: %w", b.name, err)
 		}
+		if kv, err = leaderReads(ctx, js, kv); err != nil {
+			return fmt.Errorf("jetstream: bucket %s: %w", b.name, err)
+		}
 		*b.kv = kv
 	}
 	return nil
+}
+
+// leaderReads turns off direct gets on the bucket's stream and binds it
+// again: a direct get may be answered by a replica that has not applied
+// the newest put yet (a stale read of a record just written), a get
+// through the stream's leader never is.
+func leaderReads(ctx context.Context, js natsjs.JetStream, kv natsjs.KeyValue) (natsjs.KeyValue, error) {
+	st, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	cfg := st.CachedInfo().Config
+	if !cfg.AllowDirect {
+		return kv, nil
+	}
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, kv.Bucket())
 }
 
 func (l *Log) closeConn() {

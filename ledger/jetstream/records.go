@@ -207,10 +207,25 @@ func (l *Log) DeleteAdminToken(name string) error {
 func (l *Log) AdminTokens() (map[string][]byte, error) {
 	ctx, cancel := l.ctx()
 	defer cancel()
-	out := map[string][]byte{}
-	err := each(ctx, l.meta, adminPrefix+">", func(k string, v []byte) error {
-		out[strings.TrimPrefix(k, adminPrefix)] = v
+	var names []string
+	err := each(ctx, l.meta, adminPrefix+">", func(k string, _ []byte) error {
+		names = append(names, strings.TrimPrefix(k, adminPrefix))
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	// The values through the leader (the watch's may lag a put).
+	out := make(map[string][]byte, len(names))
+	for _, n := range names {
+		e, err := l.meta.Get(ctx, adminPrefix+kvKey(n))
+		if errors.Is(err, natsjs.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: admin token: %w", err)
+		}
+		out[n] = append([]byte(nil), e.Value()...)
+	}
+	return out, nil
 }
