@@ -3,7 +3,9 @@ package api
 import (
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"taskledger/wire"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -394,7 +396,7 @@ func (s *Server) listTasks(c echo.Context) error {
 			return invalid("unknown query parameter %q", k)
 		}
 	}
-	state := q.Get("state")
+	state := wire.State(q.Get("state"))
 	if state != "" && !contains(projections.AllStates(), state) {
 		return invalid("state must be one of the task states")
 	}
@@ -446,14 +448,7 @@ func (s *Server) listTasks(c echo.Context) error {
 		"server_time": formatTime(serverTime), "head_seq": head})
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }
 
 func queryInt(v string, def, lo, hi int64) (int64, error) {
 	if v == "" {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"taskledger/wire"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +49,7 @@ func taskDocIn(st *projections.State, t *projections.Task, now int64) map[string
 // listNeedingOperator answers GET /admin/tasks?needs_operator=true from the
 // set of manual-takeover claims (at most one per device), never a walk of
 // every task, with the same order, cursor and other filters as the list.
-func (s *Server) listNeedingOperator(c echo.Context, state, device, limitQ, cursorQ string) error {
+func (s *Server) listNeedingOperator(c echo.Context, state wire.State, device, limitQ, cursorQ string) error {
 	limit, err := queryInt(limitQ, 100, 1, 500)
 	if err != nil {
 		return invalid("limit must be an integer from 1 to 500")

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"strings"
+	"taskledger/wire"
 	"testing"
 	"time"
 
@@ -78,7 +79,7 @@ func checkLedger(t *testing.T, dir string, res *Result, cfg Config) {
 	if res.Events != 0 && res.Events != want-uint64(cfg.Devices+cfg.Tasks) {
 		t.Errorf("result names %d events, want %d", res.Events, want-uint64(cfg.Devices+cfg.Tasks))
 	}
-	states := map[string]int{}
+	states := map[wire.State]int{}
 	for _, task := range rep.State.Tasks {
 		states[task.State]++
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
+	"taskledger/wire"
 	"time"
 )
 
@@ -140,7 +142,7 @@ func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error)
 			k.fail("takeover", "not reclaim or manual")
 		}
 	}
-	cl.State = o.str("state")
+	cl.State = wire.State(o.str("state"))
 	cl.Version = o.integer("version", 1)
 	gen := o.integer("claim_generation", 1)
 	cl.ServerTime = o.time("server_time")
@@ -261,7 +263,7 @@ func (c *Client) Task(ctx context.Context, call TaskCall) (TaskResult, error) {
 	var out TaskResult
 	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
 	out.TaskID = o.uuid("task_id")
-	out.State = o.str("state")
+	out.State = wire.State(o.str("state"))
 	out.Version = o.integer("version", 1)
 	out.ClaimGeneration = o.integer("claim_generation", 1)
 	if o.has("execution_id") {
@@ -404,11 +406,4 @@ func printable(s string, min, max int) bool {
 	return true
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }

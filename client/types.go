@@ -18,7 +18,7 @@ const (
 )
 
 // AllStates lists every task state.
-func AllStates() []string { return wire.AllStates() }
+func AllStates() []wire.State { return wire.AllStates() }
 
 // Op names a task-scoped device call; the value is the route suffix.
 type Op string
@@ -51,7 +51,7 @@ func AllOps() []Op {
 }
 
 // resultStates are the states a successful answer of each op may show.
-var resultStates = map[Op][]string{
+var resultStates = map[Op][]wire.State{
 	OpRenew:             {StateClaimed},
 	OpRelease:           {StatePending},
 	OpStart:             {StateRunning},
@@ -109,10 +109,10 @@ type Claim struct {
 	AuthorizationExpiresAt time.Time       `json:"authorization_expires_at"`
 	// Takeover is the authorization's policy for a claim lost before start:
 	// "reclaim" or "manual" ("" from a server that does not say).
-	Takeover   string    `json:"takeover,omitempty"`
-	State      string    `json:"state"`
-	Version    int64     `json:"version"`
-	ServerTime time.Time `json:"server_time"`
+	Takeover   string     `json:"takeover,omitempty"`
+	State      wire.State `json:"state"`
+	Version    int64      `json:"version"`
+	ServerTime time.Time  `json:"server_time"`
 	// ServerToken is the server-issued claim token, when the call sent
 	// none. Never serialized.
 	ServerToken string `json:"-"`
@@ -148,7 +148,7 @@ type TaskCall struct {
 // TaskResult is a validated answer of a task-scoped call.
 type TaskResult struct {
 	TaskID          string
-	State           string
+	State           wire.State
 	Version         int64
 	ClaimGeneration int64
 	ExecutionID     string

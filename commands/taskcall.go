@@ -2,6 +2,7 @@ package commands
 
 import (
 	"crypto/subtle"
+	"taskledger/wire"
 
 	"taskledger/events"
 	"taskledger/ledger"
@@ -29,7 +30,7 @@ func TaskOps() []string {
 }
 
 // allowedIn is the state machine for device operations.
-var allowedIn = map[string][]string{
+var allowedIn = map[string][]wire.State{
 	OpRenew:             {projections.StateClaimed},
 	OpRelease:           {projections.StateClaimed},
 	OpStart:             {projections.StateClaimed},
@@ -249,7 +250,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 		LeaseExpiresAt: lease, SeenAt: x.Now}
 	rec := &projections.IdemRecord{Scope: scope, Key: c.Key, Fingerprint: c.Fingerprint, At: x.Now,
 		Outcome: projections.OutcomeAccepted, TaskID: t.ID, DeviceID: c.Device.DeviceID,
-		Reply: &projections.Reply{TaskID: t.ID, State: t.State, Version: t.Version, Generation: t.Generation,
+		Reply: &projections.Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
 			ExecutionID: t.Exec.ID, ServerTime: x.Now, LeaseExpiresAt: lease, CancelRequested: t.CancelRequested,
 			Step: c.Step}}
 	rawLease, err := ledger.Marshal(soft)

@@ -150,7 +150,7 @@ func TestHandEditedSnapshotRefused(t *testing.T) {
 	if n2.Loaded.Snapshot != nil || len(n2.Loaded.Refused) != 1 || !errors.Is(n2.Loaded.Refused[0].Err, snapshots.ErrChecksum) {
 		t.Fatalf("start-up with an edited snapshot: %+v", n2.Loaded)
 	}
-	if st := nodetest.Str(n2.Task(id), "state"); st != projections.StateSucceeded {
+	if st := nodetest.Str(n2.Task(id), "state"); st != string(projections.StateSucceeded) {
 		t.Fatalf("task state %s after start-up", st)
 	}
 	if !bytes.Equal(canonical(t, n2), before) {
@@ -202,7 +202,7 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 	if !bytes.Equal(canonical(t, n2), want) {
 		t.Fatal("projections after the rebuild differ from a fresh replay")
 	}
-	if st := nodetest.Str(n2.Task(id), "state"); st != projections.StateSucceeded {
+	if st := nodetest.Str(n2.Task(id), "state"); st != string(projections.StateSucceeded) {
 		t.Fatalf("task %s", st)
 	}
 	s, err := snapshots.Read(filepath.Join(snapshots.Dir(n.Dir), snapshots.FileName(n2.Head())))

@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"fmt"
+	"taskledger/wire"
 
 	"taskledger/events"
 	"taskledger/ledger"
@@ -42,7 +43,7 @@ func (s *State) follows(e *ledger.Event) error {
 // applyDecoded folds e, whose body is already decoded, and moves the head.
 func (s *State) applyDecoded(e *ledger.Event, body any) error {
 	var t *Task
-	before := ""
+	var before wire.State
 	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
 	if isTask {
 		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
@@ -96,7 +97,7 @@ func checkVersion(t *Task, v uint64) error {
 
 // holder checks that the event's device owns t's open claim with generation
 // g and (when exec is set) the un-ended execution exec.
-func holder(t *Task, device string, g uint64, exec string, states ...string) error {
+func holder(t *Task, device string, g uint64, exec string, states ...wire.State) error {
 	ok := false
 	for _, st := range states {
 		ok = ok || t.State == st
@@ -205,7 +206,7 @@ func (s *State) touchStream(t *Task, e *ledger.Event) { t.StreamVersion = e.Stre
 
 // taskReply is a device answer's values as of event time at.
 func taskReply(t *Task, at int64) *Reply {
-	r := &Reply{TaskID: t.ID, State: t.State, Version: t.Version, Generation: t.Generation,
+	r := &Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
 		ServerTime: at, CancelRequested: t.CancelRequested}
 	if t.Exec != nil && t.Started() {
 		r.ExecutionID = t.Exec.ID

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"taskledger/wire"
 	"unsafe"
 
 	"taskledger/ledger"
@@ -245,7 +246,7 @@ func encodeTaskChunk(tasks []*Task) ([]byte, error) {
 		seq, at = t.CreateSeq, t.CreatedAt
 		base := t.CreatedAt
 		e.tm(base, t.UpdatedAt)
-		e.istr(t.State)
+		e.istr(string(t.State))
 		e.uv(t.Version)
 		e.uv(t.Revision)
 		e.uv(t.StreamVersion)
@@ -449,7 +450,7 @@ func (s *State) decodeTaskChunk(sec string, tasks []Task, order []*Task, idx *ta
 		}
 		base := at
 		t.UpdatedAt = d.tm(base)
-		t.State = d.istr()
+		t.State = wire.State(d.istr())
 		t.Version = d.uv()
 		t.Revision = d.uv()
 		t.StreamVersion = d.uv()

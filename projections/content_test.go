@@ -211,7 +211,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 		keys = append(keys, k)
 		r := &IdemRecord{Scope: "device:d:op", Key: k, Fingerprint: []byte{byte(i)}, At: int64(10 * i), Seq: uint64(i + 1),
 			EventType: string(events.EvTaskStarted), Outcome: OutcomeAccepted, TaskID: "t", DeviceID: "d",
-			Reply: &Reply{TaskID: "t", State: StateRunning, ServerTime: int64(10 * i), LeaseExpiresAt: int64(10*i + 50)}}
+			Reply: &Reply{TaskID: "t", State: string(StateRunning), ServerTime: int64(10 * i), LeaseExpiresAt: int64(10*i + 50)}}
 		live.Idem.put(r)
 	}
 	live.Idem.Order = append(live.Idem.Order, "gone\x00key") // an id without a record

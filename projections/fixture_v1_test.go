@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"taskledger/wire"
 	"testing"
 
 	"taskledger/events"
@@ -84,11 +85,11 @@ func TestV1FixtureReplaysAndVerifies(t *testing.T) {
 	if schema1 != 4 {
 		t.Errorf("fixture has %d schema-1 heartbeats, want 4", schema1)
 	}
-	states := map[string]int{}
+	states := map[wire.State]int{}
 	for _, task := range rep.State.Tasks {
 		states[task.State]++
 	}
-	want := map[string]int{projections.StateSucceeded: 1, projections.StateFailed: 2, projections.StateCanceled: 2,
+	want := map[wire.State]int{projections.StateSucceeded: 1, projections.StateFailed: 2, projections.StateCanceled: 2,
 		projections.StatePending: 1}
 	for st, n := range want {
 		if states[st] != n {

@@ -23,7 +23,7 @@ func noTaskRecord() *IdemRecord {
 func quietHeartbeatRecord() *IdemRecord {
 	return &IdemRecord{Scope: "device:d1:heartbeat", Key: "5f0e2a9c-1d3b-4e7f-8a6c-9b2d4f1e3a57",
 		Fingerprint: bytes.Repeat([]byte{0xcd}, 32), At: 1_790_000_000_123, Outcome: OutcomeAccepted,
-		TaskID: "t1", DeviceID: "d1", Reply: &Reply{TaskID: "t1", State: StateRunning, Version: 3, Generation: 1,
+		TaskID: "t1", DeviceID: "d1", Reply: &Reply{TaskID: "t1", State: string(StateRunning), Version: 3, Generation: 1,
 			ExecutionID: "e1", ServerTime: 1_790_000_000_123, LeaseExpiresAt: 1_790_000_090_123,
 			CancelRequested: true, Step: "working"}}
 }

@@ -31,7 +31,7 @@ const (
 )
 
 // AllStates lists every task state.
-func AllStates() []string { return wire.AllStates() }
+func AllStates() []wire.State { return wire.AllStates() }
 
 // Authorization statuses as stored (time-independent).
 const (
@@ -171,7 +171,7 @@ type Task struct {
 	CreateSeq       uint64         `msgpack:"create_seq"`
 	CreatedAt       int64          `msgpack:"created_at"`
 	UpdatedAt       int64          `msgpack:"updated_at"`
-	State           string         `msgpack:"state"`
+	State           wire.State     `msgpack:"state"`
 	Version         uint64         `msgpack:"version"`
 	Revision        uint64         `msgpack:"revision"`
 	StreamVersion   uint64         `msgpack:"stream_version"`
@@ -276,7 +276,7 @@ const taskPrefix = "task/"
 // on restore), so the console's counts read no task.
 type stateCounts [7]int
 
-func stateIndex(st string) int {
+func stateIndex(st wire.State) int {
 	switch st {
 	case StatePending:
 		return 0
@@ -296,7 +296,7 @@ func stateIndex(st string) int {
 	return -1
 }
 
-func (c *stateCounts) move(from, to string) {
+func (c *stateCounts) move(from, to wire.State) {
 	if i := stateIndex(from); i >= 0 {
 		c[i]--
 	}
@@ -309,7 +309,7 @@ func (c *stateCounts) move(from, to string) {
 func (s *State) StateCounts() map[string]int {
 	out := make(map[string]int, len(s.counts))
 	for _, st := range AllStates() {
-		out[st] = s.counts[stateIndex(st)]
+		out[string(st)] = s.counts[stateIndex(st)]
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"taskledger/wire"
 
 	"taskledger/events"
 	"taskledger/ledger"
@@ -66,7 +67,7 @@ func (r *TaskRules) Check(e *ledger.Event) error {
 
 // taskHistory is the little state a task's own rules need.
 type taskHistory struct {
-	state         string
+	state         wire.State
 	version       uint64
 	revision      uint64
 	auth          string // the ACTIVE authorization's id ("" when none)
@@ -78,7 +79,7 @@ type taskHistory struct {
 	cancelPending bool
 }
 
-func (h *taskHistory) need(states ...string) error {
+func (h *taskHistory) need(states ...wire.State) error {
 	for _, s := range states {
 		if h.state == s {
 			return nil
@@ -91,7 +92,7 @@ func (h *taskHistory) need(states ...string) error {
 }
 
 // move checks a change of state and its version (v = the event's version).
-func (h *taskHistory) move(to string, v uint64) error {
+func (h *taskHistory) move(to wire.State, v uint64) error {
 	if v != h.version+1 {
 		return fmt.Errorf("version %d after %d: a change of state steps the version by one", v, h.version)
 	}
@@ -359,7 +360,7 @@ func (h *taskHistory) recovered(b *events.TaskRecovered) error {
 }
 
 // end is a device's complete, fail or cancel-ack of its live execution.
-func (h *taskHistory) end(e *ledger.Event, recorded int64, to string, v uint64) error {
+func (h *taskHistory) end(e *ledger.Event, recorded int64, to wire.State, v uint64) error {
 	if err := h.need(StateRunning, StateWaitingConfirmation); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func TestAllStatesIsComplete(t *testing.T) {
 	}
 	listed := map[string]int{}
 	for _, s := range AllStates() {
-		listed[s]++
+		listed[string(s)]++
 	}
 	values := map[string]string{}
 	for name, v := range declared {

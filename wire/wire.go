@@ -13,26 +13,29 @@ import (
 
 // Task states as written in task documents (domain states; projections and
 // client both define theirs from these).
+// State is a task's state as written in task documents.
+type State string
+
 const (
 	// StatePending: waiting for a device to claim it.
-	StatePending = "PENDING"
+	StatePending State = "PENDING"
 	// StateClaimed: a device holds a claim lease and has not started.
-	StateClaimed = "CLAIMED"
+	StateClaimed State = "CLAIMED"
 	// StateRunning: a device is executing under a running lease.
-	StateRunning = "RUNNING"
+	StateRunning State = "RUNNING"
 	// StateWaitingConfirmation: the execution paused for a confirmation.
-	StateWaitingConfirmation = "WAITING_CONFIRMATION"
+	StateWaitingConfirmation State = "WAITING_CONFIRMATION"
 	// StateSucceeded: the execution completed with a result (terminal).
-	StateSucceeded = "SUCCEEDED"
+	StateSucceeded State = "SUCCEEDED"
 	// StateFailed: the execution or a recovery failed the task (terminal).
-	StateFailed = "FAILED"
+	StateFailed State = "FAILED"
 	// StateCanceled: an operator or a cancel-ack ended the task (terminal).
-	StateCanceled = "CANCELED"
+	StateCanceled State = "CANCELED"
 )
 
 // AllStates lists every task state, in the order of the state machine.
-func AllStates() []string {
-	return []string{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
+func AllStates() []State {
+	return []State{StatePending, StateClaimed, StateRunning, StateWaitingConfirmation,
 		StateSucceeded, StateFailed, StateCanceled}
 }
 

@@ -32,7 +32,7 @@ func TestIsUUIDMatchesTheUUIDLibrary(t *testing.T) {
 
 // TestStatesAreDistinct: every state is listed once and no two share a name.
 func TestStatesAreDistinct(t *testing.T) {
-	seen := map[string]bool{}
+	seen := map[State]bool{}
 	for _, s := range AllStates() {
 		if seen[s] || s == "" {
 			t.Errorf("state %q listed twice or empty", s)

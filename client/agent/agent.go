@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"taskledger/wire"
 	"time"
 
 	"taskledger/client"
@@ -190,13 +191,13 @@ type pendingView struct {
 }
 
 type activeView struct {
-	TaskID         string    `json:"task_id"`
-	Generation     int64     `json:"generation"`
-	State          string    `json:"state"`
-	Version        int64     `json:"version"`
-	ExecutionID    string    `json:"execution_id,omitempty"`
-	LeaseExpiresAt time.Time `json:"lease_expires_at"`
-	Launched       bool      `json:"launched"`
+	TaskID         string     `json:"task_id"`
+	Generation     int64      `json:"generation"`
+	State          wire.State `json:"state"`
+	Version        int64      `json:"version"`
+	ExecutionID    string     `json:"execution_id,omitempty"`
+	LeaseExpiresAt time.Time  `json:"lease_expires_at"`
+	Launched       bool       `json:"launched"`
 }
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {

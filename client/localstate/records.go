@@ -2,6 +2,7 @@ package localstate
 
 import (
 	"encoding/json"
+	"taskledger/wire"
 	"time"
 )
 
@@ -70,7 +71,7 @@ type Active struct {
 	Revision               int64           `json:"revision"`
 	CreatedAt              time.Time       `json:"created_at"`
 	ReferenceImageURL      string          `json:"reference_image_url,omitempty"`
-	State                  string          `json:"state"`
+	State                  wire.State      `json:"state"`
 	Version                int64           `json:"version"`
 	ServerTime             time.Time       `json:"server_time"`
 	LeaseExpiresAt         time.Time       `json:"lease_expires_at"`
