@@ -119,12 +119,8 @@ func (s *Server) registerDevice(c echo.Context) error {
 
 // revokeDevice: POST /admin/devices/{id}/revoke.
 func (s *Server) revokeDevice(c echo.Context) error {
-	f, key, canon, err := adminJSON(c)
+	reason, key, canon, err := revocationJSON(c)
 	if err != nil {
-		return err
-	}
-	reason := reasonField(f)
-	if err := f.done(); err != nil {
 		return err
 	}
 	id := c.Param("id")
@@ -272,6 +268,20 @@ func (s *Server) authorize(c echo.Context) error {
 	return s.answerTask(c, res)
 }
 
+// revocationJSON reads the body every revocation takes, {"reason"} and
+// nothing else, with its key and canonical body for the fingerprint.
+func revocationJSON(c echo.Context) (reason, key, canon string, err error) {
+	f, key, canon, err := adminJSON(c)
+	if err != nil {
+		return "", "", "", err
+	}
+	reason = reasonField(f)
+	if err := f.done(); err != nil {
+		return "", "", "", err
+	}
+	return reason, key, canon, nil
+}
+
 // reasonField reads a required reason of at most 256 bytes.
 func reasonField(f *fields) string {
 	r := f.str("reason", true)
@@ -283,17 +293,13 @@ func reasonField(f *fields) string {
 
 // revokeAuthorization: POST /admin/tasks/{id}/authorization/revoke.
 func (s *Server) revokeAuthorization(c echo.Context) error {
-	f, key, canon, err := adminJSON(c)
+	reason, key, canon, err := revocationJSON(c)
 	if err != nil {
 		return err
 	}
 	id := c.Param("id")
-	cmd := &commands.RevokeAuthorization{TaskID: id, Reason: reasonField(f)}
-	if err := f.done(); err != nil {
-		return err
-	}
-	cmd.AdminReq = s.adminReq(c, commands.OpRevokeAuthorization, key, id, canon)
-	res, err := s.do(c, cmd)
+	res, err := s.do(c, &commands.RevokeAuthorization{AdminReq: s.adminReq(c, commands.OpRevokeAuthorization, key, id, canon),
+		TaskID: id, Reason: reason})
 	if err != nil {
 		return err
 	}

@@ -106,12 +106,8 @@ func (s *Server) createAdminToken(c echo.Context) error {
 
 // revokeAdminToken: POST /admin/admin-tokens/{name}/revoke.
 func (s *Server) revokeAdminToken(c echo.Context) error {
-	f, key, canon, err := adminJSON(c)
+	reason, key, canon, err := revocationJSON(c)
 	if err != nil {
-		return err
-	}
-	reason := reasonField(f)
-	if err := f.done(); err != nil {
 		return err
 	}
 	name := c.Param("name")

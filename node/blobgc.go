@@ -19,17 +19,11 @@ import (
 // since replaced); only tasks amended at least once are read from the log,
 // and only when some blob is not named by the projections.
 func collectBlobs(store *ledger.Store, blobs *ledger.Blobs, st *projections.State, log zerolog.Logger) {
-	named := map[string]bool{}
-	for _, t := range st.Tasks {
-		if t.Image != nil {
-			named[t.Image.SHA256] = true
-		}
-		for _, e := range t.Evidence {
-			named[e.SHA256] = true
-		}
-	}
-	var replaced map[string]bool
+	var named, replaced map[string]bool
 	referenced := func(sha string) (bool, error) {
+		if named == nil { // only when blobs/ holds a file: most starts read no task
+			named = namedBlobs(st)
+		}
 		if named[sha] {
 			return true, nil
 		}
@@ -49,6 +43,21 @@ func collectBlobs(store *ledger.Store, blobs *ledger.Blobs, st *projections.Stat
 	}
 	log.Info().Int("temporary", c.Temporary).Int("unreferenced", c.Unreferenced).Int64("bytes", c.Bytes).
 		Msg("collected orphaned blobs")
+}
+
+// namedBlobs is every blob the projections name: reference images and
+// evidence.
+func namedBlobs(st *projections.State) map[string]bool {
+	named := map[string]bool{}
+	for _, t := range st.Tasks {
+		if t.Image != nil {
+			named[t.Image.SHA256] = true
+		}
+		for _, e := range t.Evidence {
+			named[e.SHA256] = true
+		}
+	}
+	return named
 }
 
 // replacedImages is every reference image an event of an amended task
