@@ -13,8 +13,8 @@ import (
 )
 
 // Pauses is what could have stalled a ledger run's commands: the longest
-// commits (a stream-index pass is inside one), the snapshots' read-lock
-// holds, and the collector's stop-the-world pauses.
+// commits (a stream-index pass is inside one), the snapshots'
+// captures, and the collector's stop-the-world pauses.
 type Pauses struct {
 	Commits            int
 	CommitP99          time.Duration
@@ -22,7 +22,7 @@ type Pauses struct {
 	EventsPerCommit    float64
 	MaxEventsPerCommit int
 	Snapshots          int
-	SnapshotLockMax    time.Duration // the longest capture under the read lock
+	SnapshotLockMax    time.Duration // the longest capture (the sequencer decides nothing meanwhile)
 	SnapshotTotalMax   time.Duration // the longest capture + encode + write + fsync
 	GCCycles           uint64
 	GCPauseMax         time.Duration // upper bound of the highest bucket with a pause
@@ -31,7 +31,7 @@ type Pauses struct {
 
 // Line is the one-line report of the pauses.
 func (p *Pauses) Line() string {
-	return fmt.Sprintf("pauses: %d commits (%.1f events/commit, max %d) p99 %s max %s; %d snapshots, read lock max %s, total max %s; "+
+	return fmt.Sprintf("pauses: %d commits (%.1f events/commit, max %d) p99 %s max %s; %d snapshots, capture max %s, total max %s; "+
 		"GC %d cycles, STW max ≤ %s, GC CPU %s",
 		p.Commits, p.EventsPerCommit, p.MaxEventsPerCommit, round(p.CommitP99), round(p.CommitMax),
 		p.Snapshots, round(p.SnapshotLockMax), round(p.SnapshotTotalMax),

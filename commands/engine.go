@@ -99,9 +99,10 @@ type Engine struct {
 	pendingManual *int64      // the test clock's newest decided, uncommitted value
 	pendingJob    *job        // the batch that decided pendingManual
 
-	commits   chan *job     // sequencer → committer, one batch at a time
-	results   chan error    // committer → sequencer, the outcome of that batch
-	committed chan struct{} // closed when the committer stopped
+	captures  chan *captureReq // CaptureDecided → sequencer
+	commits   chan *job        // sequencer → committer, one batch at a time
+	results   chan error       // committer → sequencer, the outcome of that batch
+	committed chan struct{}    // closed when the committer stopped
 	sequenced atomic.Uint64
 
 	auth authIndex // token hash → active device, as committed
@@ -162,7 +163,7 @@ func NewEngine(o Options) *Engine {
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), stop: make(chan struct{}), done: make(chan struct{}),
 		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves,
-		commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
+		captures: make(chan *captureReq), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}

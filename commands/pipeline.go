@@ -47,6 +47,7 @@ type job struct {
 	secret   []byte
 	poisoned error         // a decided event did not apply: the batch fails
 	batch    *ledger.Batch // what Append writes; nil when nothing
+	captures []*captureReq // taken after this batch's last decision: answered when it settles
 }
 
 // pipe is the sequencer's view of the pipeline. open != nil implies
@@ -75,6 +76,8 @@ func (e *Engine) run() {
 				p.open = &job{expected: e.head}
 				e.decideQueued(p.open, r)
 				e.handOff(&p)
+			case c := <-e.captures:
+				e.capture(&p, c)
 			case <-e.stop:
 				e.shutdown()
 				return
@@ -102,6 +105,8 @@ func (e *Engine) run() {
 				p.open = &job{expected: e.head}
 			}
 			e.decideQueued(p.open, r)
+		case c := <-e.captures:
+			e.capture(&p, c)
 		case <-e.stop:
 			for p.inflight != nil { // what was decided commits (or fails) and is answered
 				e.settle(&p, <-e.results)
@@ -145,6 +150,7 @@ func (e *Engine) settle(p *pipe, err error) {
 	if e.pendingJob == j { // the test clock now reads what that batch set
 		e.pendingManual, e.pendingJob = nil, nil
 	}
+	j.releaseCaptures(nil)
 	e.handOff(p)
 }
 
@@ -255,6 +261,7 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 		if j == nil {
 			continue
 		}
+		j.releaseCaptures(ErrUnavailable)
 		for _, r := range j.reqs {
 			r.err, r.res = ErrUnavailable, Result{}
 			e.answer(r)

@@ -43,8 +43,8 @@ type Config struct {
 	// node writes (seq and path) or fails to write (err).
 	SnapshotWritten func(seq uint64, path string, err error)
 	// SnapshotTimed, when set, is told how long each snapshot the running
-	// node wrote held the projections' read lock (capture) and took in
-	// all (benchmarks).
+	// node wrote held the sequencer (capture: it decides nothing
+	// meanwhile) and took in all (benchmarks).
 	SnapshotTimed func(seq uint64, capture, total time.Duration)
 	// WrapLog, when set, wraps the log the sequencer appends to (tests
 	// that hold a commit in flight).

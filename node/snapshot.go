@@ -16,8 +16,11 @@ import (
 
 // snapshotter takes a snapshot every `every` events while the server runs.
 // The sequencer only signals it (Committed hook); the projections are
-// copied under the read lock (projections.Capture: the sequencer waits for
-// that copy only), then encoded, written and fsynced outside any lock.
+// copied by the sequencer between two decisions (Engine.CaptureDecided,
+// projections.Capture: it stops deciding for the copy only, commits go
+// on), and once every event the copy holds has committed it is encoded,
+// written and fsynced outside any lock. A copy whose events did not
+// commit is dropped; the next trigger takes another.
 type snapshotter struct {
 	dir     string
 	every   uint64
@@ -92,16 +95,21 @@ func (s *snapshotter) take(force bool) (string, error) {
 	start := time.Now() //tl:wallclock snapshot-duration metric
 	var capture *projections.Capture
 	var cfg projections.Config
-	s.eng.Read(func(st *projections.State) {
+	var held time.Duration
+	err := s.eng.CaptureDecided(func(st *projections.State) {
+		t0 := time.Now() //tl:wallclock snapshot-capture metric
 		if last := s.last.Load(); st.Head.Seq > last && (force || st.Head.Seq >= last+s.every) {
 			capture, cfg = st.Capture(), st.Config()
 		}
+		held = time.Since(t0)
 	})
-	if capture == nil {
+	if err == nil && capture == nil {
 		return "", nil
 	}
-	captured := time.Since(start)
-	snap, err := SnapshotOf(capture, cfg, s.kcv)
+	var snap *snapshots.Snapshot
+	if err == nil { // every captured event committed
+		snap, err = SnapshotOf(capture, cfg, s.kcv)
+	}
 	path := ""
 	if err == nil {
 		path, err = snapshots.Write(s.dir, snap)
@@ -129,7 +137,7 @@ func (s *snapshotter) take(force bool) (string, error) {
 		s.written(snap.Seq, path, nil)
 	}
 	if s.timed != nil {
-		s.timed(snap.Seq, captured, time.Since(start))
+		s.timed(snap.Seq, held, time.Since(start))
 	}
 	return path, nil
 }

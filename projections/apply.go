@@ -47,6 +47,9 @@ func (s *State) applyDecoded(e *ledger.Event, body any) error {
 	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
 	if isTask {
 		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
+			if t.shared {
+				t = s.unshare(t)
+			}
 			before = t.State
 		}
 	}

@@ -1,5 +1,7 @@
 package projections
 
+import "sort"
+
 func clonePtr[T any](p *T) *T {
 	if p == nil {
 		return nil
@@ -38,4 +40,34 @@ func (d *Device) clone() *Device {
 	c := *d
 	c.RequiredChecks = cloneSlice(d.RequiredChecks)
 	return &c
+}
+
+// captured returns what a capture keeps of t: a clone while t can still
+// change, t itself once it ended (no event applies to an ended task; one
+// that came anyway would fold into a copy, see unshare).
+func (t *Task) captured() *Task {
+	if !t.Terminal() {
+		return t.clone()
+	}
+	if !t.shared {
+		t.shared = true
+	}
+	return t
+}
+
+// unshare replaces a task a capture holds by a copy, in the map and in
+// the creation order (the other indexes name tasks by id), and returns
+// the copy: what folds into it leaves the capture as it was.
+func (s *State) unshare(t *Task) *Task {
+	c := t.clone()
+	c.shared = false
+	s.Tasks[c.ID] = c
+	i := sort.Search(len(s.taskOrder), func(i int) bool { return s.taskOrder[i].CreateSeq >= t.CreateSeq })
+	for ; i < len(s.taskOrder); i++ {
+		if s.taskOrder[i] == t {
+			s.taskOrder[i] = c
+			break
+		}
+	}
+	return c
 }

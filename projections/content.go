@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -51,23 +50,19 @@ import (
 const contentMagic = "TLPROJ5\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
-// the sequencer mutates. Taking it only copies (no encoding), so a running
-// server takes it under the projections' read lock and encodes it outside
-// any lock: the sequencer waits for the copy, not for the encoding.
+// the sequencer mutates. Taking it copies what can change in place (the
+// open tasks, the devices and admin tokens) and shares what cannot: tasks
+// that ended (Task.shared: an event on one copies it first), and the
+// idempotency records and tombstones, which are only ever appended and
+// expired from the front (idemcapture.go). The encoding runs outside any
+// lock, on another goroutine.
 type Capture struct {
 	head         ledger.Head
 	serverClaims uint64
-	tasks        []*Task       // clones, in creation order
+	tasks        []*Task       // in creation order: clones, or ended tasks shared
 	devices      []*Device     // clones
 	admins       []*AdminToken // copies
-	// records is a copy of the map; the records themselves are shared: a
-	// record never changes once recorded.
-	records map[string]*IdemRecord
-	order   []string
-	loaded  *loadedRecords // immutable
-	next    int
-	frozen  string   // tombstones loaded from a snapshot (immutable)
-	tombs   []string // tombstones added since
+	idem         idemCapture
 }
 
 // Capture copies the event-derived state (not soft state, not indexes).
@@ -75,22 +70,14 @@ func (s *State) Capture() *Capture {
 	c := &Capture{head: s.Head, serverClaims: s.ServerClaims,
 		tasks:   make([]*Task, len(s.taskOrder)),
 		devices: make([]*Device, 0, len(s.Devices)),
-		records: maps.Clone(s.Idem.Records),
-		order:   cloneSlice(s.Idem.Order),
-		loaded:  s.Idem.loaded,
-		next:    s.Idem.next,
-		frozen:  s.Idem.frozen,
-		tombs:   make([]string, 0, len(s.Idem.Tombstones)),
+		idem:    s.Idem.capture(),
 	}
 	c.head.Hash = append([]byte(nil), s.Head.Hash...)
 	for i, t := range s.taskOrder {
-		c.tasks[i] = t.clone()
+		c.tasks[i] = t.captured()
 	}
 	for _, dv := range s.Devices {
 		c.devices = append(c.devices, dv.clone())
-	}
-	for t := range s.Idem.Tombstones {
-		c.tombs = append(c.tombs, t)
 	}
 	for _, a := range s.AdminTokens {
 		c.admins = append(c.admins, clonePtr(a))
@@ -110,8 +97,8 @@ func (c *Capture) Encode() ([]byte, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { tasks, terr = encodeTasks(c.tasks) })
 	devices, derr := encodeDevices(c.devices)
-	idem, ierr := encodeIdem(c.records, c.order, c.loaded, c.next)
-	tombs, serr := encodeTombstones(c.frozen, c.tombs)
+	idem, ierr := encodeIdem(&c.idem)
+	tombs, serr := encodeTombstones(c.idem.frozen, slices.Clone(c.idem.tombs)) // sorted in place
 	admins := encodeAdminTokens(c.admins)
 	wg.Wait()
 	for _, err := range []error{terr, derr, ierr, serr} {

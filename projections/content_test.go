@@ -58,9 +58,10 @@ func contentState(t testing.TB) *State {
 		s.Idem.Records[id] = r
 		ids = append(ids, id)
 	}
-	s.Idem.Order = []string{ids[0], ids[1], "gone\x00key", ids[1], ids[2]} // ids[3] missing
+	rec := func(i int) IdemEntry { return IdemEntry{ID: ids[i], Rec: s.Idem.Records[ids[i]]} }
+	s.Idem.Order = []IdemEntry{rec(0), rec(1), {ID: "gone\x00key"}, rec(1), rec(2), rec(3)}
 	for i := range 3 {
-		s.Idem.Tombstones[TombstoneID(fmt.Sprint("tomb", i))] = true
+		s.Idem.tombstone(fmt.Sprint("tomb", i))
 	}
 	return s
 }
@@ -120,7 +121,7 @@ func TestContentRoundTrip(t *testing.T) {
 func TestContentFrozenTombstones(t *testing.T) {
 	live := New(Config{IdempotencyRetentionMs: 1000})
 	for i := range 50 {
-		live.Idem.Tombstones[TombstoneID(IdemID("scope", fmt.Sprint(i)))] = true
+		live.Idem.tombstone(IdemID("scope", fmt.Sprint(i)))
 	}
 	b, err := live.Canonical()
 	if err != nil {
@@ -141,7 +142,7 @@ func TestContentFrozenTombstones(t *testing.T) {
 	}
 	for _, s := range []*State{live, r} {
 		for _, k := range []string{"7", "new-a", "new-b"} { // "7" is already frozen in r
-			s.Idem.Tombstones[TombstoneID(IdemID("scope", k))] = true
+			s.Idem.tombstone(IdemID("scope", k))
 		}
 	}
 	lb, _ := live.Canonical()
@@ -214,7 +215,7 @@ func TestContentLoadedRecordsExpire(t *testing.T) {
 			Reply: &Reply{TaskID: "t", State: string(StateRunning), ServerTime: int64(10 * i), LeaseExpiresAt: int64(10*i + 50)}}
 		live.Idem.put(r)
 	}
-	live.Idem.Order = append(live.Idem.Order, "gone\x00key") // an id without a record
+	live.Idem.Order = append(live.Idem.Order, IdemEntry{ID: "gone\x00key"}) // an id without a record
 	b, err := live.Canonical()
 	if err != nil {
 		t.Fatal(err)

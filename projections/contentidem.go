@@ -3,7 +3,6 @@ package projections
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // The idem section of the content (content.go):
@@ -49,22 +48,18 @@ func (e *tabEnc) t(s string) {
 	e.uv(i)
 }
 
-// encodeIdem writes the idem section of the records added since the load
-// (live, by id; order, their expiry order) and of the loaded records from
+// encodeIdem writes the idem section of a capture: the records recorded
+// since the load (the captured order) and the loaded records from
 // position next of their order on.
-func encodeIdem(live map[string]*IdemRecord, order []string, l *loadedRecords, next int) ([]byte, error) {
-	liveIDs := make([]string, 0, len(live))
-	for id := range live {
-		liveIDs = append(liveIDs, id)
-	}
-	slices.Sort(liveIDs)
+func encodeIdem(c *idemCapture) ([]byte, error) {
+	live := c.liveGroups()
+	l := c.loaded
 	var nLoaded int
 	if l != nil {
 		nLoaded = len(l.off)
 	}
-	rec := newEncBuf(len(live)*160 + nLoaded*160)
+	rec := newEncBuf(len(c.order)*160 + nLoaded*160)
 	one := &tabEnc{encBuf: newEncBuf(512), idx: map[string]uint64{}} // one record at a time
-	liveIdx := make(map[string]int32, len(live))
 	newIdx := make([]int32, nLoaded)
 	n := 0
 	put := func(id string, r *IdemRecord) {
@@ -74,28 +69,32 @@ func encodeIdem(live map[string]*IdemRecord, order []string, l *loadedRecords, n
 		rec.b = append(rec.b, one.b...)
 		n++
 	}
+	putLive := func(g *liveGroup) {
+		if g.rec != nil {
+			g.k = int32(n)
+			put(g.id, g.rec)
+		}
+	}
 	j := 0
 	for i := 0; i < nLoaded; i++ {
-		if int(l.first[i]) < next {
+		if int(l.first[i]) < c.next {
 			newIdx[i] = -1
 			continue
 		}
 		id, _ := l.id(i)
-		for j < len(liveIDs) && liveIDs[j] < id {
-			liveIdx[liveIDs[j]] = int32(n)
-			put(liveIDs[j], live[liveIDs[j]])
+		for j < len(live) && live[j].id < id {
+			putLive(&live[j])
 			j++
 		}
-		if j < len(liveIDs) && liveIDs[j] == id { // replaced since the load
+		if j < len(live) && live[j].id == id && live[j].rec != nil { // replaced since the load
 			newIdx[i] = -1
 			continue
 		}
 		newIdx[i] = int32(n)
 		put(id, l.record(i))
 	}
-	for ; j < len(liveIDs); j++ {
-		liveIdx[liveIDs[j]] = int32(n)
-		put(liveIDs[j], live[liveIDs[j]])
+	for ; j < len(live); j++ {
+		putLive(&live[j])
 	}
 	if one.err != nil {
 		return nil, one.err
@@ -103,32 +102,8 @@ func encodeIdem(live map[string]*IdemRecord, order []string, l *loadedRecords, n
 	if n > math.MaxInt32-1 {
 		return nil, fmt.Errorf("projections: encode: %d idempotency records", n)
 	}
-
-	ord := newEncBuf(8 * (len(order) + nLoaded))
-	entry := func(id string, i int) {
-		k, ok := liveIdx[id]
-		if !ok && i >= 0 && newIdx[i] >= 0 {
-			k, ok = newIdx[i], true
-		}
-		if ok {
-			ord.uv(uint64(k) + 1)
-			return
-		}
-		ord.uv(0)
-		ord.str(id)
-	}
-	total := len(order)
-	if l != nil {
-		total += len(l.order) - next
-		for p := next; p < len(l.order); p++ {
-			entry(l.entry(p))
-		}
-	}
-	for _, id := range order {
-		entry(id, -1)
-	}
-
-	e := newEncBuf(len(rec.b) + len(ord.b) + 64*len(one.tab) + 3*binaryMaxVarint)
+	ord, total := encodeIdemOrder(c, live, newIdx)
+	e := newEncBuf(len(rec.b) + len(ord) + 64*len(one.tab) + 3*binaryMaxVarint)
 	e.uv(uint64(len(one.tab)))
 	for _, s := range one.tab {
 		e.str(s)
@@ -136,8 +111,50 @@ func encodeIdem(live map[string]*IdemRecord, order []string, l *loadedRecords, n
 	e.uv(uint64(n))
 	e.b = append(e.b, rec.b...)
 	e.uv(uint64(total))
-	e.b = append(e.b, ord.b...)
+	e.b = append(e.b, ord...)
 	return e.b, e.err
+}
+
+// encodeIdemOrder writes the expiry order: per entry the index + 1 of its
+// id's record in the section, or 0 and the id when the id has none.
+func encodeIdemOrder(c *idemCapture, live []liveGroup, newIdx []int32) ([]byte, int) {
+	l := c.loaded
+	nLoaded := 0
+	if l != nil {
+		nLoaded = len(l.order) - c.next
+	}
+	ord := newEncBuf(8 * (len(c.order) + nLoaded))
+	emit := func(id string, k int32) {
+		if k >= 0 {
+			ord.uv(uint64(k) + 1)
+			return
+		}
+		ord.uv(0)
+		ord.str(id)
+	}
+	for p := c.next; l != nil && p < len(l.order); p++ {
+		id, i := l.entry(p)
+		k := int32(-1)
+		if i >= 0 {
+			k = newIdx[i]
+		}
+		if k < 0 { // the id's record is a live one, or none
+			if g := findGroup(live, id); g != nil {
+				k = g.k
+			}
+		}
+		emit(id, k)
+	}
+	at := make([]int32, len(c.order))
+	for gi := range live {
+		for _, p := range live[gi].pos {
+			at[p] = live[gi].k
+		}
+	}
+	for p, e := range c.order {
+		emit(e.ID, at[p])
+	}
+	return ord.b, nLoaded + len(c.order)
 }
 
 func (e *tabEnc) record(id string, r *IdemRecord) {

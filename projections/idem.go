@@ -51,8 +51,20 @@ type IdemView struct {
 	// snapshot (sorted, TombstoneSize bytes each, looked up by binary
 	// search: no map of millions to build at start).
 	Tombstones map[string]bool `msgpack:"tombstones"`
-	frozen     string
-	Order      []string `msgpack:"order"` // record ids by At, for expiry
+	// tombs lists the keys of Tombstones in the order they were added
+	// (append only: a capture shares it, idemcapture.go).
+	tombs  []string
+	frozen string
+	// Order is every record recorded since the load, in the order it was
+	// recorded (by At), for expiry and captures: append only at the end,
+	// popped at the front, so a capture shares it (idemcapture.go). An
+	// entry's record is the one it recorded; Records holds the newest of
+	// each id (an id is recorded again only by logs no command writes).
+	Order []IdemEntry `msgpack:"order"`
+	// dropped holds the records expiry removed from Records while a later
+	// entry of the order still names them (an id recorded twice): a
+	// capture leaves them out (idemcapture.go).
+	dropped map[string]*IdemRecord
 	// loaded are the records a snapshot held, still encoded (looked up
 	// after Records); those before position next of their order have
 	// expired. Records and Order hold the ones recorded since the load.
@@ -122,36 +134,66 @@ func (v *IdemView) frozenHas(t string) bool {
 	return i < n && v.frozen[i*TombstoneSize:(i+1)*TombstoneSize] == t
 }
 
+// IdemEntry is one recorded record in the expiry order: its id and the
+// record (nil for an id named without a record).
+type IdemEntry struct {
+	ID  string
+	Rec *IdemRecord
+}
+
 func (v *IdemView) put(r *IdemRecord) {
 	id := IdemID(r.Scope, r.Key)
 	v.Records[id] = r
-	v.Order = append(v.Order, id)
+	v.Order = append(v.Order, IdemEntry{ID: id, Rec: r})
+}
+
+// tombstone marks the record id as expired.
+func (v *IdemView) tombstone(id string) {
+	t := TombstoneID(id)
+	if !v.Tombstones[t] {
+		v.Tombstones[t] = true
+		v.tombs = append(v.tombs, t)
+	}
+}
+
+// drop removes the record of id (expired) and tombstones it. A record
+// that is not the one entry e recorded stays named by a later entry of
+// the order until that one expires too: dropped tells captures.
+func (v *IdemView) drop(id string, r *IdemRecord, e *IdemRecord) {
+	delete(v.Records, id)
+	v.tombstone(id)
+	if r != e {
+		if v.dropped == nil {
+			v.dropped = map[string]*IdemRecord{}
+		}
+		v.dropped[id] = r
+	}
 }
 
 // expire turns every record older than retention at headAt into a
 // tombstone. Records arrive in time order, so this pops from the front.
 func (v *IdemView) expire(headAt, retention int64) {
 	if v.loaded == nil || v.expireLoaded(headAt, retention) {
-		v.Order = expireFront(v.Order, v.Records, v.Tombstones, headAt, retention)
+		v.expireFront(headAt, retention)
 	}
 }
 
-func expireFront(order []string, recs map[string]*IdemRecord, tombs map[string]bool, headAt, retention int64) []string {
+func (v *IdemView) expireFront(headAt, retention int64) {
 	n := 0
-	for n < len(order) {
-		id := order[n]
-		r := recs[id]
+	for n < len(v.Order) {
+		e := v.Order[n]
+		r := v.Records[e.ID]
 		if r != nil && r.At+retention > headAt {
 			break
 		}
 		if r != nil {
-			delete(recs, id)
-			tombs[TombstoneID(id)] = true
+			v.drop(e.ID, r, e.Rec)
+		} else if d := v.dropped[e.ID]; d != nil && d == e.Rec {
+			delete(v.dropped, e.ID) // no entry names it any more
 		}
 		n++
 	}
-	if n == 0 {
-		return order
+	if n > 0 {
+		v.Order = v.Order[n:] // the backing array is reclaimed as append moves it
 	}
-	return order[n:] // the backing array is reclaimed as append moves it
 }

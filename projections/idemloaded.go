@@ -101,13 +101,12 @@ func (v *IdemView) expireLoaded(headAt, retention int64) bool {
 			if r.At+retention > headAt {
 				return false
 			}
-			delete(v.Records, id)
-			v.Tombstones[TombstoneID(id)] = true
+			v.drop(id, r, nil)
 		} else if i >= 0 && int(l.first[i]) == v.next {
 			if l.at(i)+retention > headAt {
 				return false
 			}
-			v.Tombstones[TombstoneID(id)] = true
+			v.tombstone(id)
 		}
 		v.next++
 	}
@@ -142,5 +141,8 @@ func (v *IdemView) fullOrder() []string {
 			o = append(o, id)
 		}
 	}
-	return append(o, v.Order...)
+	for _, e := range v.Order {
+		o = append(o, e.ID)
+	}
+	return o
 }

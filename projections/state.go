@@ -192,6 +192,9 @@ type Task struct {
 	Recovery        *Recovery      `msgpack:"recovery"`
 
 	queueEpoch uint64 // index bookkeeping, not state
+	// shared marks an ended task a capture holds as it is (Capture): the
+	// next event on its stream folds into a copy (State.unshare).
+	shared bool
 }
 
 // Terminal reports whether the task can never change again.
