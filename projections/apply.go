@@ -47,7 +47,7 @@ func (s *State) applyDecoded(e *ledger.Event, body any) error {
 	isTask := len(e.Stream) > len(taskPrefix) && e.Stream[:len(taskPrefix)] == taskPrefix
 	if isTask {
 		if t = s.Tasks[e.Stream[len(taskPrefix):]]; t != nil {
-			if t.shared {
+			if t.Terminal() { // captures share it: what folds goes into a copy
 				t = s.unshare(t)
 			}
 			before = t.State
@@ -60,7 +60,7 @@ func (s *State) applyDecoded(e *ledger.Event, body any) error {
 		t = s.Tasks[e.Stream[len(taskPrefix):]]
 	}
 	if t != nil && t.State != before {
-		s.counts.move(before, t.State)
+		s.moved(t, before)
 	}
 	s.Head = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
 	if s.cfg.IdempotencyRetentionMs > 0 {

@@ -1,6 +1,9 @@
 package projections
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 func clonePtr[T any](p *T) *T {
 	if p == nil {
@@ -42,26 +45,15 @@ func (d *Device) clone() *Device {
 	return &c
 }
 
-// captured returns what a capture keeps of t: a clone while t can still
-// change, t itself once it ended (no event applies to an ended task; one
-// that came anyway would fold into a copy, see unshare).
-func (t *Task) captured() *Task {
-	if !t.Terminal() {
-		return t.clone()
-	}
-	if !t.shared {
-		t.shared = true
-	}
-	return t
-}
-
-// unshare replaces a task a capture holds by a copy, in the map and in
-// the creation order (the other indexes name tasks by id), and returns
-// the copy: what folds into it leaves the capture as it was.
+// unshare replaces an ended task, which captures share, by a copy, in
+// the map and in the creation order (itself copied: captures share it
+// too; the other indexes name tasks by id), and returns the copy. No
+// event applies to an ended task, so this runs only on the way to a
+// refused event.
 func (s *State) unshare(t *Task) *Task {
 	c := t.clone()
-	c.shared = false
 	s.Tasks[c.ID] = c
+	s.taskOrder = slices.Clone(s.taskOrder)
 	i := sort.Search(len(s.taskOrder), func(i int) bool { return s.taskOrder[i].CreateSeq >= t.CreateSeq })
 	for ; i < len(s.taskOrder); i++ {
 		if s.taskOrder[i] == t {

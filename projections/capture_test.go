@@ -132,7 +132,7 @@ func TestCaptureIsAPointInTime(t *testing.T) {
 	}
 	c := s.Capture()
 	for _, task := range s.Tasks { // what later events do, in place
-		if task.shared { // an ended task the capture holds: applying an event copies it first
+		if task.Terminal() { // the capture shares an ended task: applying an event copies it first
 			task = s.unshare(task)
 		}
 		task.State, task.Version = StateCanceled, task.Version+1

@@ -51,30 +51,34 @@ const contentMagic = "TLPROJ5\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it copies what can change in place (the
-// open tasks, the devices and admin tokens) and shares what cannot: tasks
-// that ended (Task.shared: an event on one copies it first), and the
-// idempotency records and tombstones, which are only ever appended and
-// expired from the front (idemcapture.go). The encoding runs outside any
-// lock, on another goroutine.
+// tasks not ended, the devices and admin tokens) and shares what cannot:
+// the creation order and the ended tasks (an event on an ended task, which
+// is always refused, folds into a copy: State.unshare), the idempotency
+// records and tombstones, which are only appended and expired from the
+// front (idemcapture.go). So its cost follows the open work and the
+// fleet, not the history. The encoding runs outside any lock, on another
+// goroutine.
 type Capture struct {
 	head         ledger.Head
 	serverClaims uint64
-	tasks        []*Task       // in creation order: clones, or ended tasks shared
-	devices      []*Device     // clones
-	admins       []*AdminToken // copies
+	order        []*Task         // the creation order, shared: read only
+	clones       map[*Task]*Task // the tasks not ended, copied
+	devices      []*Device       // clones
+	admins       []*AdminToken   // copies
 	idem         idemCapture
 }
 
 // Capture copies the event-derived state (not soft state, not indexes).
 func (s *State) Capture() *Capture {
 	c := &Capture{head: s.Head, serverClaims: s.ServerClaims,
-		tasks:   make([]*Task, len(s.taskOrder)),
+		order:   s.taskOrder,
+		clones:  make(map[*Task]*Task, len(s.unended)),
 		devices: make([]*Device, 0, len(s.Devices)),
 		idem:    s.Idem.capture(),
 	}
 	c.head.Hash = append([]byte(nil), s.Head.Hash...)
-	for i, t := range s.taskOrder {
-		c.tasks[i] = t.captured()
+	for t := range s.unended {
+		c.clones[t] = t.clone()
 	}
 	for _, dv := range s.Devices {
 		c.devices = append(c.devices, dv.clone())
@@ -83,6 +87,18 @@ func (s *State) Capture() *Capture {
 		c.admins = append(c.admins, clonePtr(a))
 	}
 	return c
+}
+
+// tasks returns the captured tasks in creation order.
+func (c *Capture) tasks() []*Task {
+	ts := make([]*Task, len(c.order))
+	for i, t := range c.order {
+		if k, ok := c.clones[t]; ok {
+			t = k
+		}
+		ts[i] = t
+	}
+	return ts
 }
 
 // Head is the position the capture covers.
@@ -95,7 +111,7 @@ func (c *Capture) Encode() ([]byte, error) {
 	var tasks []byte
 	var terr error
 	var wg sync.WaitGroup
-	wg.Go(func() { tasks, terr = encodeTasks(c.tasks) })
+	wg.Go(func() { tasks, terr = encodeTasks(c.tasks()) })
 	devices, derr := encodeDevices(c.devices)
 	idem, ierr := encodeIdem(&c.idem)
 	tombs, serr := encodeTombstones(c.idem.frozen, slices.Clone(c.idem.tombs)) // sorted in place
@@ -226,7 +242,8 @@ func encodeTaskChunk(tasks []*Task) ([]byte, error) {
 	e := newEncBuf(len(tasks) * 320)
 	var seq uint64
 	var at int64
-	for _, t := range tasks {
+	for i, t := range tasks {
+		yieldEvery(i)
 		e.str(t.ID)
 		e.uv(t.CreateSeq - seq)
 		e.sv(t.CreatedAt - at)

@@ -63,6 +63,7 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 	newIdx := make([]int32, nLoaded)
 	n := 0
 	put := func(id string, r *IdemRecord) {
+		yieldEvery(n)
 		one.b = one.b[:0]
 		one.record(id, r)
 		rec.uv(uint64(len(one.b)))
@@ -158,7 +159,7 @@ func encodeIdemOrder(c *idemCapture, live []liveGroup, newIdx []int32) ([]byte, 
 }
 
 func (e *tabEnc) record(id string, r *IdemRecord) {
-	if id != IdemID(r.Scope, r.Key) {
+	if !isIdemID(id, r.Scope, r.Key) {
 		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
 		return
 	}
@@ -211,6 +212,11 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 		e.t(v.Kind)
 		e.tm(p.ServerTime, v.CapturedAt)
 	}
+}
+
+// isIdemID reports whether id is IdemID(scope, key), without building it.
+func isIdemID(id, scope, key string) bool {
+	return len(id) == len(scope)+1+len(key) && id[:len(scope)] == scope && id[len(scope)] == 0 && id[len(scope)+1:] == key
 }
 
 // tabStr reads a table index.

@@ -51,6 +51,7 @@ func (c *idemCapture) liveGroups() []liveGroup {
 	}
 	es := make([]ent, len(c.order))
 	for i, e := range c.order {
+		yieldEvery(i)
 		es[i] = ent{e.ID, e.Rec, int32(i)}
 	}
 	slices.SortFunc(es, func(a, b ent) int {

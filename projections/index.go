@@ -188,9 +188,9 @@ func (s *State) joinTaskIndexes(parts []taskIndexes) {
 			s.trackManual(t)
 		}
 	}
-	s.counts = stateCounts{}
+	s.counts, s.unended = stateCounts{}, nil
 	for _, t := range s.taskOrder {
-		s.counts.move("", t.State)
+		s.moved(t, "")
 	}
 	s.queueCounter = s.Head.Seq
 	if n := len(s.taskOrder); n > 0 {

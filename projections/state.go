@@ -192,9 +192,6 @@ type Task struct {
 	Recovery        *Recovery      `msgpack:"recovery"`
 
 	queueEpoch uint64 // index bookkeeping, not state
-	// shared marks an ended task a capture holds as it is (Capture): the
-	// next event on its stream folds into a copy (State.unshare).
-	shared bool
 }
 
 // Terminal reports whether the task can never change again.
@@ -271,6 +268,7 @@ type State struct {
 	queueCounter uint64
 	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
 	counts       stateCounts
+	unended      map[*Task]struct{} // tasks not ended: the ones a capture copies
 }
 
 const taskPrefix = "task/"
@@ -297,6 +295,20 @@ func stateIndex(st wire.State) int {
 		return 6
 	}
 	return -1
+}
+
+// moved keeps the counts and the unended set when t went from state
+// before ("" when created) to its state now.
+func (s *State) moved(t *Task, before wire.State) {
+	s.counts.move(before, t.State)
+	if t.Terminal() {
+		delete(s.unended, t)
+		return
+	}
+	if s.unended == nil {
+		s.unended = map[*Task]struct{}{}
+	}
+	s.unended[t] = struct{}{}
 }
 
 func (c *stateCounts) move(from, to wire.State) {
@@ -416,11 +428,21 @@ func (s *State) SoftLeases() []SoftLease {
 // the tasks (test nodes check it at cleanup, live and restored).
 func (s *State) CheckStateCounts() error {
 	var want stateCounts
+	unended := 0
 	for _, t := range s.Tasks {
 		want.move("", t.State)
+		if _, ok := s.unended[t]; ok == t.Terminal() {
+			return fmt.Errorf("projections: task %s (%s) is %v in the unended set", t.ID, t.State, ok)
+		}
+		if !t.Terminal() {
+			unended++
+		}
 	}
 	if want != s.counts {
 		return fmt.Errorf("projections: state counts %v, the tasks give %v", s.counts, want)
+	}
+	if unended != len(s.unended) {
+		return fmt.Errorf("projections: %d tasks in the unended set, %d not ended", len(s.unended), unended)
 	}
 	return nil
 }
