@@ -20,6 +20,7 @@ func (s *State) applyCreated(e *ledger.Event, b *events.TaskCreated) error {
 		t.Auth = &Authorization{AuthBody: *b.Authorization, Status: AuthActive, CreatedAt: e.At}
 	}
 	s.Tasks[t.ID] = t
+	t.pos = len(s.taskOrder)
 	s.taskOrder = append(s.taskOrder, t)
 	s.touch(t, e)
 	s.record(e, t, nil, OutcomeCreated)

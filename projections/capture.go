@@ -1,9 +1,6 @@
 package projections
 
-import (
-	"slices"
-	"sort"
-)
+import "slices"
 
 func clonePtr[T any](p *T) *T {
 	if p == nil {
@@ -54,12 +51,6 @@ func (s *State) unshare(t *Task) *Task {
 	c := t.clone()
 	s.Tasks[c.ID] = c
 	s.taskOrder = slices.Clone(s.taskOrder)
-	i := sort.Search(len(s.taskOrder), func(i int) bool { return s.taskOrder[i].CreateSeq >= t.CreateSeq })
-	for ; i < len(s.taskOrder); i++ {
-		if s.taskOrder[i] == t {
-			s.taskOrder[i] = c
-			break
-		}
-	}
+	s.taskOrder[t.pos] = c
 	return c
 }

@@ -61,10 +61,10 @@ const contentMagic = "TLPROJ5\n"
 type Capture struct {
 	head         ledger.Head
 	serverClaims uint64
-	order        []*Task         // the creation order, shared: read only
-	clones       map[*Task]*Task // the tasks not ended, copied
-	devices      []*Device       // clones
-	admins       []*AdminToken   // copies
+	order        []*Task       // the creation order, shared: read only
+	clones       []posTask     // the tasks not ended, copied
+	devices      []*Device     // clones
+	admins       []*AdminToken // copies
 	idem         idemCapture
 }
 
@@ -72,13 +72,13 @@ type Capture struct {
 func (s *State) Capture() *Capture {
 	c := &Capture{head: s.Head, serverClaims: s.ServerClaims,
 		order:   s.taskOrder,
-		clones:  make(map[*Task]*Task, len(s.unended)),
+		clones:  make([]posTask, len(s.unended)),
 		devices: make([]*Device, 0, len(s.Devices)),
 		idem:    s.Idem.capture(),
 	}
 	c.head.Hash = append([]byte(nil), s.Head.Hash...)
-	for t := range s.unended {
-		c.clones[t] = t.clone()
+	for i, t := range s.unended {
+		c.clones[i] = posTask{t.pos, t.clone()}
 	}
 	for _, dv := range s.Devices {
 		c.devices = append(c.devices, dv.clone())
@@ -89,14 +89,17 @@ func (s *State) Capture() *Capture {
 	return c
 }
 
+// posTask is a copied task and its place in the creation order.
+type posTask struct {
+	pos int
+	t   *Task
+}
+
 // tasks returns the captured tasks in creation order.
 func (c *Capture) tasks() []*Task {
-	ts := make([]*Task, len(c.order))
-	for i, t := range c.order {
-		if k, ok := c.clones[t]; ok {
-			t = k
-		}
-		ts[i] = t
+	ts := slices.Clone(c.order)
+	for _, k := range c.clones {
+		ts[k.pos] = k.t
 	}
 	return ts
 }

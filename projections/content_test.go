@@ -79,7 +79,7 @@ func exported(s *State) map[string]any {
 	tasks := map[string]Task{}
 	for id, t := range s.Tasks {
 		c := *t
-		c.queueEpoch = 0
+		c.queueEpoch, c.pos, c.unendedAt = 0, 0, 0
 		tasks[id] = c
 	}
 	return map[string]any{"head": s.Head, "claims": s.ServerClaims, "tasks": tasks, "devices": s.Devices,

@@ -189,7 +189,8 @@ func (s *State) joinTaskIndexes(parts []taskIndexes) {
 		}
 	}
 	s.counts, s.unended = stateCounts{}, nil
-	for _, t := range s.taskOrder {
+	for i, t := range s.taskOrder {
+		t.pos, t.unendedAt = i, 0
 		s.moved(t, "")
 	}
 	s.queueCounter = s.Head.Seq

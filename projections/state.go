@@ -192,6 +192,8 @@ type Task struct {
 	Recovery        *Recovery      `msgpack:"recovery"`
 
 	queueEpoch uint64 // index bookkeeping, not state
+	pos        int    // index bookkeeping: the task's place in the creation order
+	unendedAt  int    // index bookkeeping: its place in State.unended + 1, 0 once ended
 }
 
 // Terminal reports whether the task can never change again.
@@ -268,7 +270,7 @@ type State struct {
 	queueCounter uint64
 	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
 	counts       stateCounts
-	unended      map[*Task]struct{} // tasks not ended: the ones a capture copies
+	unended      []*Task // tasks not ended, in no order: the ones a capture copies
 }
 
 const taskPrefix = "task/"
@@ -301,14 +303,16 @@ func stateIndex(st wire.State) int {
 // before ("" when created) to its state now.
 func (s *State) moved(t *Task, before wire.State) {
 	s.counts.move(before, t.State)
-	if t.Terminal() {
-		delete(s.unended, t)
-		return
+	switch {
+	case t.Terminal() && t.unendedAt > 0: // swap the last one into its place
+		i, last := t.unendedAt-1, s.unended[len(s.unended)-1]
+		s.unended[i], last.unendedAt = last, i+1
+		s.unended[len(s.unended)-1] = nil
+		s.unended, t.unendedAt = s.unended[:len(s.unended)-1], 0
+	case !t.Terminal() && t.unendedAt == 0:
+		s.unended = append(s.unended, t)
+		t.unendedAt = len(s.unended)
 	}
-	if s.unended == nil {
-		s.unended = map[*Task]struct{}{}
-	}
-	s.unended[t] = struct{}{}
 }
 
 func (c *stateCounts) move(from, to wire.State) {
@@ -431,8 +435,12 @@ func (s *State) CheckStateCounts() error {
 	unended := 0
 	for _, t := range s.Tasks {
 		want.move("", t.State)
-		if _, ok := s.unended[t]; ok == t.Terminal() {
-			return fmt.Errorf("projections: task %s (%s) is %v in the unended set", t.ID, t.State, ok)
+		in := t.unendedAt > 0 && t.unendedAt <= len(s.unended) && s.unended[t.unendedAt-1] == t
+		if in == t.Terminal() || (!in && t.unendedAt != 0) {
+			return fmt.Errorf("projections: task %s (%s) is %v in the unended set (at %d)", t.ID, t.State, in, t.unendedAt)
+		}
+		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t {
+			return fmt.Errorf("projections: task %s is not at %d of the creation order", t.ID, t.pos)
 		}
 		if !t.Terminal() {
 			unended++
