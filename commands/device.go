@@ -126,10 +126,18 @@ type ClaimNext struct {
 // OpClaimNext is the idempotency operation of claim-next.
 const OpClaimNext = "claim-next"
 
-// SoftIdemKey is the soft-record key of an outcome kept as a soft record
-// (a "no task" claim-next, a quiet heartbeat).
-func SoftIdemKey(scope, key string) string {
-	return projections.SoftIdemPrefix + projections.IdemID(scope, key)
+// softIdemWrites are the soft-bucket writes that keep rec (raw, its
+// EncodeSoftIdem encoding) as a soft record — a "no task" claim-next, a
+// quiet heartbeat: its put under a key ordered by time, and the delete of
+// the id's older record (expired, not collected yet) stored under another
+// key, so the bucket never keeps a record memory forgot.
+func softIdemWrites(s *projections.State, rec *projections.IdemRecord, raw []byte) []ledger.SoftRecord {
+	id := projections.IdemID(rec.Scope, rec.Key)
+	key := projections.SoftIdemKey(id, rec.At)
+	if old, ok := s.Idem.SoftKey(id); ok && old != key {
+		return []ledger.SoftRecord{{Key: old}, {Key: key, Value: raw}}
+	}
+	return []ledger.SoftRecord{{Key: key, Value: raw}}
 }
 
 // Decide implements the claim decision of domain.md, in api.md's order.
@@ -190,7 +198,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 			return nil, err
 		}
 		return &Decision{
-			Soft:   []ledger.SoftRecord{{Key: SoftIdemKey(scope, c.Key), Value: raw}},
+			Soft:   softIdemWrites(x.State, rec, raw),
 			Effect: func(s *projections.State) { s.Idem.PutSoft(rec, raw) },
 			Answer: func(*projections.State) Result { return Result{Record: rec} },
 		}, nil

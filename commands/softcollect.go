@@ -31,7 +31,8 @@ func (c *CollectSoft) Decide(x *Ctx) (*Decision, error) {
 	}
 	del := make([]ledger.SoftRecord, len(ids))
 	for i, id := range ids {
-		del[i] = ledger.SoftRecord{Key: projections.SoftIdemPrefix + id}
+		key, _ := x.State.Idem.SoftKey(id) // ExpiredSoft lists held records only
+		del[i] = ledger.SoftRecord{Key: key}
 	}
 	return &Decision{
 		Soft:   del,

@@ -262,8 +262,8 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 		return nil, err
 	}
 	return &Decision{
-		Soft: []ledger.SoftRecord{{Key: projections.SoftLeaseKey(t.Exec.ID), Value: rawLease},
-			{Key: SoftIdemKey(scope, c.Key), Value: rawRec}},
+		Soft: append([]ledger.SoftRecord{{Key: projections.SoftLeaseKey(t.Exec.ID), Value: rawLease}},
+			softIdemWrites(x.State, rec, rawRec)...),
 		Effect: func(s *projections.State) {
 			s.ApplySoftLease(soft)
 			s.Idem.PutSoft(rec, rawRec)

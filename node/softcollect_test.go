@@ -21,7 +21,7 @@ import (
 // bucket) and in the live projections.
 func softCounts(t testing.TB, n *nodetest.Node) (disk, mem int) {
 	t.Helper()
-	err := n.Store.SoftRecords(projections.SoftIdemPrefix, func(string, []byte) error {
+	err := n.Store.SoftRecords(projections.SoftIdemAtPrefix, func(string, []byte) error {
 		disk++
 		return nil
 	})

@@ -52,10 +52,11 @@ func Rebuild(src Source, cfg Config) (*State, error) {
 // for.
 const presizeRecords = 1 << 21
 
-// Soft-record key prefixes (must match commands.PresenceKey/SoftIdemKey).
+// Soft-record key prefixes (must match commands.PresenceKey).
 const (
 	softPresence = "presence/"
 	softIdem     = "idem/"
+	softIdemAt   = "idemt/"
 	softLease    = "lease/"
 )
 
@@ -87,25 +88,31 @@ func (s *State) LoadSoft(src Source) error {
 	if err != nil {
 		return err
 	}
-	var recs []*IdemRecord
-	err = src.SoftRecords(softIdem, func(key string, v []byte) error {
-		r, err := DecodeSoftIdem(key, v)
+	type loaded struct {
+		r      *IdemRecord
+		legacy bool // stored by its id alone (SoftIdemPrefix)
+	}
+	var recs []loaded
+	for _, prefix := range []string{softIdemAt, softIdem} {
+		err = src.SoftRecords(prefix, func(key string, v []byte) error {
+			r, err := DecodeSoftIdem(key, v)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, loaded{r, prefix == softIdem})
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		recs = append(recs, r)
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].At < recs[j].At })
-	for _, r := range recs {
-		raw, err := EncodeSoftIdem(r) // older msgpack records too: held compact
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].r.At < recs[j].r.At })
+	for _, l := range recs {
+		raw, err := EncodeSoftIdem(l.r) // older msgpack records too: held compact
 		if err != nil {
 			return fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
 		}
-		s.Idem.PutSoft(r, raw)
+		s.Idem.putSoft(l.r, raw, l.legacy)
 	}
 	if s.cfg.IdempotencyRetentionMs > 0 {
 		s.Idem.expire(s.Head.At, s.cfg.IdempotencyRetentionMs)

@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"taskledger/ledger"
@@ -26,6 +27,9 @@ type softSet struct {
 	recs  map[string]string // by IdemID: the record's compact encoding
 	order []softEntry       // every record as recorded, oldest first
 	peak  int               // the most records recs held since it was last rebuilt
+	// legacy holds the ids whose record a ledger stored under its id
+	// alone (SoftIdemPrefix, before keys were ordered by time).
+	legacy map[string]bool
 }
 
 // softEntry is one recorded soft record: its id and the time it was
@@ -38,6 +42,12 @@ type softEntry struct {
 // PutSoft records an outcome kept as a soft record (recorded now, or
 // loaded from the soft bucket); raw is its EncodeSoftIdem encoding.
 func (v *IdemView) PutSoft(r *IdemRecord, raw []byte) {
+	v.putSoft(r, raw, false)
+}
+
+// putSoft is PutSoft for a record stored under SoftIdemKey (legacy: under
+// SoftIdemPrefix + its id).
+func (v *IdemView) putSoft(r *IdemRecord, raw []byte, legacy bool) {
 	s := &v.soft
 	if s.recs == nil {
 		s.recs = map[string]string{}
@@ -46,6 +56,28 @@ func (v *IdemView) PutSoft(r *IdemRecord, raw []byte) {
 	s.recs[id] = string(raw)
 	s.order = append(s.order, softEntry{id: id, at: r.At})
 	s.peak = max(s.peak, len(s.recs))
+	switch {
+	case legacy:
+		if s.legacy == nil {
+			s.legacy = map[string]bool{}
+		}
+		s.legacy[id] = true
+	case s.legacy != nil:
+		delete(s.legacy, id)
+	}
+}
+
+// SoftKey returns the soft-bucket key the soft record of id is stored
+// under, if the view holds one (expired or not).
+func (v *IdemView) SoftKey(id string) (string, bool) {
+	raw, ok := v.soft.recs[id]
+	switch {
+	case !ok:
+		return "", false
+	case v.soft.legacy[id]:
+		return SoftIdemPrefix + id, true
+	}
+	return SoftIdemKey(id, softAt(raw)), true
 }
 
 // SoftLookup returns the soft record of (scope, key) while it is within
@@ -80,6 +112,7 @@ func (v *IdemView) DropExpiredSoft(now, retention int64, limit int) int {
 	dropped := 0
 	n := s.walk(now, retention, limit, func(id string) {
 		delete(s.recs, id)
+		delete(s.legacy, id)
 		dropped++
 	})
 	s.order = s.order[n:]
@@ -137,9 +170,44 @@ func softAt(raw string) int64 {
 	return int64(binary.BigEndian.Uint64([]byte(raw[2:10])))
 }
 
-// SoftIdemPrefix starts the soft-bucket key of every soft idempotency
-// record: SoftIdemPrefix + IdemID(scope, key).
+// SoftIdemAtPrefix starts the soft-bucket key of every soft idempotency
+// record: SoftIdemKey. Ledgers written before hold some under
+// SoftIdemPrefix + IdemID(scope, key); they are read, and deleted when
+// collected, under that key.
+const SoftIdemAtPrefix = softIdemAt
+
+// SoftIdemPrefix starts the key of a soft idempotency record stored by
+// its id alone (before SoftIdemAtPrefix).
 const SoftIdemPrefix = softIdem
+
+// SoftIdemKey is the soft-bucket key of the soft idempotency record of id
+// recorded at at: SoftIdemAtPrefix, at as 16 hex digits, "/", the id.
+// Records are recorded in time order, so each batch's land together at
+// the end of the bucket's B+tree (keyed by id, random idempotency keys
+// spread them over its leaves: a page written per record).
+func SoftIdemKey(id string, at int64) string {
+	b := make([]byte, 0, len(softIdemAt)+17+len(id))
+	b = append(b, softIdemAt...)
+	b = fmt.Appendf(b, "%016x/", uint64(at))
+	return string(append(b, id...))
+}
+
+// softIdemID returns the id of a soft idempotency record's key (either
+// form) and, for a key ordered by time, its time.
+func softIdemID(key string) (id string, at int64, timed, ok bool) {
+	if rest, found := strings.CutPrefix(key, softIdemAt); found {
+		if len(rest) < 17 || rest[16] != '/' {
+			return "", 0, false, false
+		}
+		u, err := strconv.ParseUint(rest[:16], 16, 64)
+		if err != nil {
+			return "", 0, false, false
+		}
+		return rest[17:], int64(u), true, true
+	}
+	id, found := strings.CutPrefix(key, softIdem)
+	return id, 0, false, found
+}
 
 // softFormat is the first byte of the compact encoding of a soft
 // idempotency record (older records are msgpack maps, whose first byte is
@@ -194,18 +262,22 @@ func appendField(b []byte, s string) []byte {
 }
 
 // DecodeSoftIdem reads the soft idempotency record stored under key
-// (SoftIdemPrefix + scope + "\x00" + key): the compact encoding, or the
+// (SoftIdemKey, or SoftIdemPrefix + scope + "\x00" + key): the compact encoding, or the
 // msgpack record of older ledgers. Damage is ledger.ErrCorrupt.
 func DecodeSoftIdem(key string, v []byte) (*IdemRecord, error) {
 	if len(v) == 0 || v[0] != softFormat {
 		return decodeLegacySoftIdem(v)
 	}
-	id, ok := strings.CutPrefix(key, SoftIdemPrefix)
+	id, at, timed, ok := softIdemID(key)
 	scope, k, found := strings.Cut(id, "\x00")
 	if !ok || !found {
 		return nil, fmt.Errorf("%w: soft idempotency record under key %q", ledger.ErrCorrupt, key)
 	}
-	return decodeCompact(scope, k, v)
+	r, err := decodeCompact(scope, k, v)
+	if err == nil && timed && r.At != at {
+		return nil, fmt.Errorf("%w: soft idempotency record of %d under key %q", ledger.ErrCorrupt, r.At, key)
+	}
+	return r, err
 }
 
 // decodeCompact reads the compact encoding v of the record of (scope, k).

@@ -90,7 +90,13 @@ func TestSoftRecordDecodeRefusesDamage(t *testing.T) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
 		}
 	}
-	for _, k := range []string{"idem/no-separator", "lease/x\x00y"} {
+	timed := SoftIdemKey(IdemID(quietHeartbeatRecord().Scope, quietHeartbeatRecord().Key), quietHeartbeatRecord().At)
+	if _, err := DecodeSoftIdem(timed, good); err != nil {
+		t.Fatalf("the record under its time-ordered key: %v", err)
+	}
+	other := SoftIdemKey(IdemID(quietHeartbeatRecord().Scope, quietHeartbeatRecord().Key), quietHeartbeatRecord().At+1)
+	for _, k := range []string{"idem/no-separator", "lease/x\x00y", other, "idemt/0000000000000001", "idemt/00000000000000zz/s\x00k",
+		"idemt/0000000000000001-s\x00k"} {
 		if _, err := DecodeSoftIdem(k, good); !errors.Is(err, ledger.ErrCorrupt) {
 			t.Errorf("key %q: %v, want ErrCorrupt", k, err)
 		}
@@ -324,5 +330,42 @@ func TestLoadSoftRecords(t *testing.T) {
 	src[SoftIdemPrefix+IdemID(bad.Scope, bad.Key)] = rawBad
 	if _, err := Rebuild(src, Config{}); !errors.Is(err, ledger.ErrCorrupt) {
 		t.Fatalf("a soft record with a seq: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestSoftRecordKeysOrderedByTime: records are stored under keys ordered
+// by their time (so a batch's land together in the bucket); a record a
+// ledger stored by its id alone loads, and is named by that key until a
+// new record of its id replaces it.
+func TestSoftRecordKeysOrderedByTime(t *testing.T) {
+	a, b := noTaskRecord(), quietHeartbeatRecord()
+	if ka, kb := SoftIdemKey(IdemID("z", "z"), 9), SoftIdemKey(IdemID("a", "a"), 10); ka >= kb {
+		t.Fatalf("%q sorts after %q", ka, kb)
+	}
+	rawA, _ := EncodeSoftIdem(a)
+	rawB, _ := EncodeSoftIdem(b)
+	idA, idB := IdemID(a.Scope, a.Key), IdemID(b.Scope, b.Key)
+	src := softSource{SoftIdemPrefix + idA: rawA, SoftIdemKey(idB, b.At): rawB}
+	s, err := Rebuild(src, Config{IdempotencyRetentionMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Idem.SoftCount(); n != 2 {
+		t.Fatalf("%d records loaded from both key forms", n)
+	}
+	for id, want := range map[string]string{idA: SoftIdemPrefix + idA, idB: SoftIdemKey(idB, b.At)} {
+		if k, ok := s.Idem.SoftKey(id); !ok || k != want {
+			t.Fatalf("record %q stored under %q (%v), want %q", id, k, ok, want)
+		}
+	}
+	again := *a
+	again.At += 5000
+	raw, _ := EncodeSoftIdem(&again)
+	s.Idem.PutSoft(&again, raw)
+	if k, _ := s.Idem.SoftKey(idA); k != SoftIdemKey(idA, again.At) {
+		t.Fatalf("a record recorded again is named %q", k)
+	}
+	if _, ok := s.Idem.SoftKey("none"); ok {
+		t.Fatal("a key for a record the view does not hold")
 	}
 }

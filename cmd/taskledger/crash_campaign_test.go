@@ -357,14 +357,22 @@ func checkCampaignLog(t *testing.T, dir string, acks []campaignAck, final bool) 
 		return n
 	}
 	soft := map[string]bool{}
-	if err := store.SoftRecords("idem/", func(k string, _ []byte) error { soft[k] = true; return nil }); err != nil {
-		t.Fatal(err)
+	for _, prefix := range []string{projections.SoftIdemAtPrefix, projections.SoftIdemPrefix} {
+		if err := store.SoftRecords(prefix, func(k string, v []byte) error {
+			r, err := projections.DecodeSoftIdem(k, v)
+			if err == nil {
+				soft[projections.IdemID(r.Scope, r.Key)] = true
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	acked := map[string]bool{}
 	for _, a := range acks {
 		acked[a.key] = true
 		if len(a.types) == 0 {
-			if !soft["idem/"+projections.IdemID("device:"+a.device+":claim-next", a.key)] {
+			if !soft[projections.IdemID("device:"+a.device+":claim-next", a.key)] {
 				t.Errorf("acknowledged 204 of device %s (key %s) has no recorded outcome", a.device, a.key)
 			}
 			continue

@@ -49,7 +49,7 @@ func TestVerifyAfterSoftRecordCollection(t *testing.T) {
 		t.Fatal(err)
 	}
 	var key string
-	err = store.SoftRecords(projections.SoftIdemPrefix, func(k string, _ []byte) error { key = k; return nil })
+	err = store.SoftRecords(projections.SoftIdemAtPrefix, func(k string, _ []byte) error { key = k; return nil })
 	if err == nil {
 		err = store.Append(&ledger.Batch{Expected: mustHead(t, store), Soft: []ledger.SoftRecord{{Key: key, Value: []byte{1, 3}}}})
 	}
