@@ -253,7 +253,7 @@ func TestSnapshotSecretKeyCheck(t *testing.T) {
 }
 
 // TestSnapshotTimedReportsEachSnapshot: SnapshotTimed hears of every
-// snapshot written, with its seq, the read-lock hold of the capture and
+// snapshot written, with its seq, the sequencer's hold for the capture and
 // the whole duration (which includes the capture).
 func TestSnapshotTimedReportsEachSnapshot(t *testing.T) {
 	type timing struct {
