@@ -15,18 +15,23 @@ import (
 )
 
 // holdLog holds the next append that carries events until released, so a
-// test can act while a batch is in flight.
+// test can act while a batch is in flight; with fail set, that append
+// then fails without writing.
 type holdLog struct {
 	inner   commands.Log
 	hold    atomic.Bool
-	entered chan struct{}
+	fail    error
+	entered chan struct{} // capacity 1: told each time an append is held
 	release chan struct{}
 }
 
 func (h *holdLog) Append(b *ledger.Batch) error {
 	if len(b.Events) > 0 && h.hold.CompareAndSwap(true, false) {
-		close(h.entered)
+		h.entered <- struct{}{}
 		<-h.release
+		if h.fail != nil {
+			return h.fail
+		}
 	}
 	return h.inner.Append(b)
 }
@@ -36,7 +41,7 @@ func (h *holdLog) Append(b *ledger.Batch) error {
 // finish and answers it; requests after shutdown began get 503 with
 // Retry-After, and /readyz turns 503 while /healthz stays 200.
 func TestGracefulShutdownFinishesBatchInFlight(t *testing.T) {
-	hl := &holdLog{entered: make(chan struct{}), release: make(chan struct{})}
+	hl := &holdLog{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	n := nodetest.Start(t, func(c *node.Config) {
 		c.WrapLog = func(l commands.Log) commands.Log { hl.inner = l; return hl }
 	})

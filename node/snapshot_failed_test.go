@@ -3,41 +3,21 @@ package node_test
 import (
 	"errors"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"taskledger/commands"
-	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 	"taskledger/snapshots"
 )
-
-// failLog makes the next append that carries events wait until released,
-// then fail without writing.
-type failLog struct {
-	inner   commands.Log
-	fail    atomic.Bool
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (f *failLog) Append(b *ledger.Batch) error {
-	if len(b.Events) > 0 && f.fail.CompareAndSwap(true, false) {
-		f.entered <- struct{}{}
-		<-f.release
-		return errors.New("failLog: the disk is gone")
-	}
-	return f.inner.Append(b)
-}
 
 // TestSnapshotOverAFailedBatchIsNotWritten: a snapshot whose capture saw
 // an event of a batch that then failed writes nothing (the copy holds an
 // event the log does not); one taken after the reload writes committed
 // state only (the node's cleanup verifies every snapshot against the log).
 func TestSnapshotOverAFailedBatchIsNotWritten(t *testing.T) {
-	fl := &failLog{entered: make(chan struct{}, 1)}
+	fl := &holdLog{entered: make(chan struct{}, 1), fail: errors.New("holdLog: the disk is gone")}
 	n := nodetest.Start(t, every(0), func(c *node.Config) {
 		c.WrapLog = func(l commands.Log) commands.Log { fl.inner = l; return fl }
 	})
@@ -47,7 +27,7 @@ func TestSnapshotOverAFailedBatchIsNotWritten(t *testing.T) {
 			t.Fatal("in 20 attempts no capture reached the sequencer while the failing batch was in flight")
 		}
 		fl.release = make(chan struct{})
-		fl.fail.Store(true)
+		fl.hold.Store(true)
 		created := make(chan int, 1)
 		go func() {
 			created <- n.Do("POST", "/api/v1/admin/tasks", n.AdminToken, map[string]any{"payload": map[string]any{"lost": true}}, nil).Status
