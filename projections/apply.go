@@ -3,6 +3,8 @@ package projections
 import (
 	"bytes"
 	"fmt"
+	"strings"
+
 	"taskledger/wire"
 
 	"taskledger/events"
@@ -14,11 +16,22 @@ import (
 // event. An event the state machine does not allow is refused with an
 // *ApplyError wrapping ErrInvariant, and the state is left unchanged where
 // the check comes before any change (every check does).
-func (s *State) Apply(e *ledger.Event) error {
+func (s *State) Apply(e *ledger.Event) error { return s.applyShared(e, nil) }
+
+// applyShared is Apply with the body's short strings shared through strs
+// (a replay's: the ids its events repeat), seeded with the event's task
+// id and actor.
+func (s *State) applyShared(e *ledger.Event, strs *events.Strings) error {
 	if err := s.follows(e); err != nil {
 		return err
 	}
-	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
+	if strs != nil {
+		if id, ok := strings.CutPrefix(e.Stream, taskPrefix); ok {
+			strs.Offer(id)
+		}
+		strs.Offer(e.Actor.ID)
+	}
+	body, err := events.DecodeBodyShared(e.Type, e.Schema, e.Body, strs)
 	if err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
 	}
