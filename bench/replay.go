@@ -158,7 +158,7 @@ func (r *ReplayReport) measureReplay(store *ledger.Store) error {
 	var st *projections.State
 	var err error
 	r.Replay, err = timed(func() error {
-		st, err = projections.Rebuild(store, r.Lifecycle.Cfg)
+		st, err = node.Rebuild(store, r.Lifecycle.Cfg)
 		return err
 	})
 	if err != nil {

@@ -199,14 +199,15 @@ const ActorDeviceCancel = "device"
 func (s *State) finish(t *Task, e *ledger.Event) {
 	t.Claim = nil
 	s.touch(t, e)
-	var r *Reply
-	if e.Actor.Kind == ledger.ActorDevice {
-		r = taskReply(t, e.At)
-		if t.Exec != nil {
-			r.ExecutionID = t.Exec.ID
-		}
+	if e.Actor.Kind != ledger.ActorDevice {
+		s.record(e, t, nil, OutcomeAccepted)
+		return
 	}
-	s.record(e, t, r, OutcomeAccepted)
+	r := taskReply(t, e.At)
+	if t.Exec != nil {
+		r.ExecutionID = t.Exec.ID
+	}
+	s.record(e, t, &r, OutcomeAccepted)
 }
 
 func (s *State) touch(t *Task, e *ledger.Event) {
@@ -218,8 +219,8 @@ func (s *State) touch(t *Task, e *ledger.Event) {
 func (s *State) touchStream(t *Task, e *ledger.Event) { t.StreamVersion = e.StreamVersion }
 
 // taskReply is a device answer's values as of event time at.
-func taskReply(t *Task, at int64) *Reply {
-	r := &Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
+func taskReply(t *Task, at int64) Reply {
+	r := Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
 		ServerTime: at, CancelRequested: t.CancelRequested}
 	if t.Exec != nil && t.Started() {
 		r.ExecutionID = t.Exec.ID
@@ -233,7 +234,7 @@ func taskReply(t *Task, at int64) *Reply {
 	return r
 }
 
-func claimReply(t *Task, at int64) *Reply {
+func claimReply(t *Task, at int64) Reply {
 	r := taskReply(t, at)
 	r.ExecutionID = ""
 	r.SessionID, r.TokenOrigin, r.Nonce = t.Claim.SessionID, t.Claim.TokenOrigin, t.Claim.Nonce
@@ -245,14 +246,34 @@ func (s *State) record(e *ledger.Event, t *Task, r *Reply, o Outcome) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Outcome: o, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+	s.put(e, withReply(IdemRecord{Outcome: o, TaskID: t.ID, DeviceID: deviceOf(e)}, r))
 }
 
 func (s *State) recordCode(e *ledger.Event, t *Task, r *Reply, o Outcome, code string) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Outcome: o, Code: code, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+	s.put(e, withReply(IdemRecord{Outcome: o, Code: code, TaskID: t.ID, DeviceID: deviceOf(e)}, r))
+}
+
+// recordAndReply is a record and a copy of its reply, allocated together
+// (a replay records a million).
+type recordAndReply struct {
+	rec   IdemRecord
+	reply Reply
+}
+
+// withReply returns a new record holding rec and a copy of r (nil: no
+// reply), in one allocation.
+func withReply(rec IdemRecord, r *Reply) *IdemRecord {
+	if r == nil {
+		p := new(IdemRecord)
+		*p = rec
+		return p
+	}
+	p := &recordAndReply{rec: rec, reply: *r}
+	p.rec.Reply = &p.reply
+	return &p.rec
 }
 
 func (s *State) recordDevice(e *ledger.Event, id string, o Outcome) {
