@@ -117,13 +117,15 @@ func cpuMetric(b *testing.B, used time.Duration) {
 	b.ReportMetric(float64(used.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
-// BenchmarkReplayFull is the full rebuild: every event decoded and applied.
+// BenchmarkReplayFull is the full rebuild: every event decoded and
+// applied (node.Rebuild: with GOMEMLIMIT set, as serve sets a limit, the
+// collector is off meanwhile).
 func BenchmarkReplayFull(b *testing.B) {
 	l, store := openBench(b)
 	b.ResetTimer()
 	c0 := processCPU()
 	for i := 0; i < b.N; i++ {
-		st, err := projections.Rebuild(store, l.Cfg)
+		st, err := node.Rebuild(store, l.Cfg)
 		if err != nil || st.Head.Seq != l.Events {
 			b.Fatalf("rebuild: %v", err)
 		}
