@@ -3,9 +3,9 @@ package snapshots_test
 // Benchmarks of start-up: a full replay of the log (msgpack decode +
 // apply), the raw ceiling (bbolt cursor scan + envelope decode, no apply;
 // with replay's decoder and with the generic msgpack decoder), and
-// start-up from the newest snapshot + a tail. The log (bench.BuildReplayLog) is built once
-// per process by the real command deciders (no HTTP, no sequencer
-// goroutine, no fsync) and shared by the benchmarks:
+// start-up from the newest snapshot + a tail. The log is built once per
+// process by the real command deciders (bench.BuildReplayLog: no HTTP, no
+// sequencer goroutine, no fsync) and shared by the benchmarks:
 //
 //	go test -run '^$' -bench . -benchtime 3x ./snapshots/
 //
