@@ -124,6 +124,7 @@ func (v *IdemView) frozenHas(t string) bool {
 
 func (v *IdemView) put(r *IdemRecord) {
 	id := IdemID(r.Scope, r.Key)
+	r.Key = id[len(r.Scope)+1:] // the id holds the key: not twice in the heap
 	v.Records[id] = r
 	v.Order = append(v.Order, id)
 }
