@@ -17,7 +17,77 @@ import (
 // struct) goes to the generic decoder, so both decode every input alike
 // (TestBodyFastMatchesGeneric, FuzzBodyFast).
 
-type fieldDec func(r *mpread.Reader, v reflect.Value) bool
+type fieldDec func(r *bodyReader, v reflect.Value) bool
+
+// bodyReader reads a body, sharing strings through strs when set.
+type bodyReader struct {
+	mpread.Reader
+	strs *Strings
+}
+
+// str reads a string, shared through r.strs.
+func (r *bodyReader) str() (string, bool) {
+	if r.strs == nil {
+		return r.Str()
+	}
+	b, ok := r.StrBytes()
+	if !ok {
+		return "", false
+	}
+	return r.strs.share(b), true
+}
+
+// Strings shares the short strings that the bodies of events read one
+// after the other repeat — a task's id in each of its events, the device
+// and execution ids of a run, the names of checks — instead of
+// allocating each again (a replay decodes millions of bodies). It holds
+// the last few strings read. One goroutine uses it; the zero value is
+// ready.
+type Strings struct {
+	recent [8]string
+	next   int
+}
+
+// shareMax is the longest string Strings shares: ids and hashes, not
+// payloads or results.
+const shareMax = 64
+
+// share returns b as a string: one of the recent ones when equal.
+func (c *Strings) share(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > shareMax {
+		return string(b)
+	}
+	for _, s := range c.recent {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	c.add(s)
+	return s
+}
+
+func (c *Strings) add(s string) {
+	c.recent[c.next] = s
+	c.next = (c.next + 1) % len(c.recent)
+}
+
+// Offer makes s, a string the caller already holds (an event's stream id
+// or actor), one that bodies read next share, unless it is one already.
+func (c *Strings) Offer(s string) {
+	if s == "" || len(s) > shareMax {
+		return
+	}
+	for _, r := range c.recent {
+		if r == s {
+			return
+		}
+	}
+	c.add(s)
+}
 
 type structPlan struct {
 	fields map[string]structField
@@ -41,19 +111,19 @@ var bodyPlans = sync.OnceValue(func() map[reflect.Type]*structPlan {
 	return plans
 })
 
-// decodeBodyFast decodes raw into v (a pointer to a body struct) and
-// reports whether it could.
-func decodeBodyFast(raw []byte, v any) bool {
+// decodeBodyFast decodes raw into v (a pointer to a body struct), sharing
+// strings through strs (nil: none shared), and reports whether it could.
+func decodeBodyFast(raw []byte, v any, strs *Strings) bool {
 	rv := reflect.ValueOf(v).Elem()
 	p := bodyPlans()[rv.Type()]
 	if p == nil {
 		return false
 	}
-	r := mpread.Reader{B: raw}
+	r := bodyReader{Reader: mpread.Reader{B: raw}, strs: strs}
 	return p.decode(&r, rv)
 }
 
-func (p *structPlan) decode(r *mpread.Reader, v reflect.Value) bool {
+func (p *structPlan) decode(r *bodyReader, v reflect.Value) bool {
 	n, ok := r.MapLen()
 	if !ok {
 		return false
@@ -113,25 +183,25 @@ func planStruct(t reflect.Type, depth int) *structPlan {
 func planField(t reflect.Type, depth int) fieldDec {
 	switch t.Kind() {
 	case reflect.String:
-		return func(r *mpread.Reader, v reflect.Value) bool {
-			s, ok := r.Str()
+		return func(r *bodyReader, v reflect.Value) bool {
+			s, ok := r.str()
 			v.SetString(s)
 			return ok
 		}
 	case reflect.Int, reflect.Int64:
-		return func(r *mpread.Reader, v reflect.Value) bool {
+		return func(r *bodyReader, v reflect.Value) bool {
 			u, ok := r.Uint()
 			v.SetInt(int64(u))
 			return ok
 		}
 	case reflect.Uint64:
-		return func(r *mpread.Reader, v reflect.Value) bool {
+		return func(r *bodyReader, v reflect.Value) bool {
 			u, ok := r.Uint()
 			v.SetUint(u)
 			return ok
 		}
 	case reflect.Bool:
-		return func(r *mpread.Reader, v reflect.Value) bool {
+		return func(r *bodyReader, v reflect.Value) bool {
 			b, ok := r.Bool()
 			v.SetBool(b)
 			return ok
@@ -141,7 +211,7 @@ func planField(t reflect.Type, depth int) fieldDec {
 		if p == nil {
 			return nil
 		}
-		return func(r *mpread.Reader, v reflect.Value) bool {
+		return func(r *bodyReader, v reflect.Value) bool {
 			return !r.PeekNil() && p.decode(r, v) // nil into a struct: generic decoder
 		}
 	case reflect.Pointer:
@@ -149,7 +219,7 @@ func planField(t reflect.Type, depth int) fieldDec {
 		if elem == nil || (t.Elem().Kind() != reflect.Struct && t.Elem().Kind() != reflect.Int64) {
 			return nil
 		}
-		return func(r *mpread.Reader, v reflect.Value) bool {
+		return func(r *bodyReader, v reflect.Value) bool {
 			if r.Nil() {
 				v.SetZero()
 				return true
@@ -174,14 +244,14 @@ func planStringSlice(t reflect.Type) fieldDec {
 	if t.Elem().Kind() != reflect.String {
 		return nil
 	}
-	return func(r *mpread.Reader, v reflect.Value) bool {
+	return func(r *bodyReader, v reflect.Value) bool {
 		n, ok := r.ArrayLen()
 		if !ok || n < 0 {
 			return ok // nil leaves the slice as it is
 		}
 		s := make([]string, 0, min(n, 1<<16))
 		for range n {
-			x, ok := r.Str()
+			x, ok := r.str()
 			if !ok {
 				return false
 			}
@@ -197,7 +267,7 @@ func planBoolMap(t reflect.Type) fieldDec {
 	if t.Key().Kind() != reflect.String || t.Elem().Kind() != reflect.Bool {
 		return nil
 	}
-	return func(r *mpread.Reader, v reflect.Value) bool {
+	return func(r *bodyReader, v reflect.Value) bool {
 		if r.Nil() {
 			v.SetZero()
 			return true
@@ -208,7 +278,7 @@ func planBoolMap(t reflect.Type) fieldDec {
 		}
 		m := reflect.MakeMapWithSize(t, min(n, 1<<16))
 		for range n {
-			k, ok := r.Str()
+			k, ok := r.str()
 			if !ok {
 				return false
 			}

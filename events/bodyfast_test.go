@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"taskledger/internal/testfill"
 	"taskledger/ledger"
@@ -44,8 +45,8 @@ func bodySamples(t testing.TB) map[Type][][]byte {
 func checkBodyFast(t testing.TB, typ Type, raw []byte) bool {
 	t.Helper()
 	c := codecs[typ]
-	fast := c.new()
-	if !decodeBodyFast(raw, fast) {
+	fast, shared, again := c.new(), c.new(), c.new()
+	if !decodeBodyFast(raw, fast, nil) {
 		return false
 	}
 	want := c.new()
@@ -54,6 +55,14 @@ func checkBodyFast(t testing.TB, typ Type, raw []byte) bool {
 	}
 	if !reflect.DeepEqual(fast, want) {
 		t.Fatalf("%s: fast %+v, generic %+v", typ, fast, want)
+	}
+	// Shared strings: the same values, read twice (the second time every
+	// short string is one of the recent ones).
+	var strs Strings
+	strs.Offer("task-1")
+	if !decodeBodyFast(raw, shared, &strs) || !decodeBodyFast(raw, again, &strs) ||
+		!reflect.DeepEqual(shared, want) || !reflect.DeepEqual(again, want) {
+		t.Fatalf("%s: shared %+v and %+v, generic %+v", typ, shared, again, want)
 	}
 	return true
 }
@@ -120,4 +129,35 @@ func FuzzBodyFast(f *testing.F) {
 	f.Fuzz(func(t *testing.T, i uint8, raw []byte) {
 		checkBodyFast(t, types[int(i)%len(types)], raw)
 	})
+}
+
+// TestStringsShareRecentStrings: a short string read again while among
+// the recent ones is the same string (no new allocation); long strings
+// and strings that left the recent ones are read afresh, and offered
+// strings are shared.
+func TestStringsShareRecentStrings(t *testing.T) {
+	var c Strings
+	same := func(a, b string) bool { return a == b && unsafe.StringData(a) == unsafe.StringData(b) }
+	id := c.share([]byte("0b6f1f5e-8c1d-4f43-9d3c-3b2f1f4a5e6d"))
+	if again := c.share([]byte(id)); !same(again, id) {
+		t.Fatal("a recent string was allocated again")
+	}
+	long := string(make([]byte, shareMax+1))
+	if a, b := c.share([]byte(long)), c.share([]byte(long)); a != long || same(a, b) {
+		t.Fatal("a long string was shared")
+	}
+	held := "device-7"
+	c.Offer(held)
+	if got := c.share([]byte("device-7")); !same(got, held) {
+		t.Fatal("an offered string was not shared")
+	}
+	for i := range len(c.recent) {
+		c.share([]byte{byte('a' + i)})
+	}
+	if got := c.share([]byte(id)); got != id || same(got, id) {
+		t.Fatal("a string that left the recent ones was shared")
+	}
+	if c.share(nil) != "" {
+		t.Fatal("nil is not the empty string")
+	}
 }

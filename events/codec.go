@@ -58,13 +58,19 @@ func CurrentSchema(typ Type) int { return codecs[typ].current }
 // DecodeBody decodes an event body of the given type and schema into the
 // current body type, upcasting older schemas.
 func DecodeBody(typ Type, schema int, raw []byte) (any, error) {
+	return DecodeBodyShared(typ, schema, raw, nil)
+}
+
+// DecodeBodyShared is DecodeBody with the short strings of a body of the
+// current schema shared through strs (nil: as DecodeBody).
+func DecodeBodyShared(typ Type, schema int, raw []byte, strs *Strings) (any, error) {
 	c, ok := codecs[typ]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownEvent, typ)
 	}
 	if schema == c.current {
 		v := c.new()
-		if decodeBodyFast(raw, v) {
+		if decodeBodyFast(raw, v, strs) {
 			return v, nil
 		}
 		v = c.new()

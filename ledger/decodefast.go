@@ -11,7 +11,9 @@ import "taskledger/ledger/mpread"
 // both give the same Event for every input (FuzzDecodeEvent).
 //
 // With an interner, the strings that repeat from event to event (type,
-// actor, idempotency scope) are shared instead of allocated every time.
+// actor, idempotency scope, the streams just read) are shared instead of
+// allocated every time. With a transient interner (Store.RangeTransient)
+// Body and PrevHash are slices of b and Idem is the interner's own.
 func decodeEventFast(b []byte, e *Event, in *interner) bool {
 	r := mpread.Reader{B: b}
 	n, ok := r.MapLen()
@@ -27,7 +29,7 @@ func decodeEventFast(b []byte, e *Event, in *interner) bool {
 		case "seq":
 			e.Seq, ok = r.Uint()
 		case "stream":
-			e.Stream, ok = r.Str()
+			e.Stream, ok = in.stream(&r)
 		case "stream_version":
 			e.StreamVersion, ok = r.Uint()
 		case "type":
@@ -50,11 +52,17 @@ func decodeEventFast(b []byte, e *Event, in *interner) bool {
 			start := r.P
 			if r.Nil() { // the generic decoder leaves a nil body nil
 				e.Body = nil
-			} else if ok = r.Skip(0); ok {
+			} else if ok = r.Skip(0); ok && in.isTransient() {
+				e.Body = b[start:r.P:r.P]
+			} else if ok {
 				e.Body = append(make([]byte, 0, r.P-start), b[start:r.P]...)
 			}
 		case "prev_hash":
-			e.PrevHash, ok = r.Bin()
+			if in.isTransient() {
+				e.PrevHash, ok = r.BinBytes()
+			} else {
+				e.PrevHash, ok = r.Bin()
+			}
 		case "hash":
 			e.Hash, ok = r.Bin()
 		default:
@@ -106,7 +114,10 @@ func decodeIdem(r *mpread.Reader, p **Idem, in *interner) bool {
 	if !ok {
 		return false
 	}
-	if *p == nil {
+	if *p == nil && in.isTransient() {
+		in.idem = Idem{}
+		*p = &in.idem
+	} else if *p == nil {
 		*p = new(Idem)
 	}
 	m := *p
@@ -133,7 +144,39 @@ func decodeIdem(r *mpread.Reader, p **Idem, in *interner) bool {
 }
 
 // interner shares the strings a Range decodes again and again.
-type interner struct{ m map[string]string }
+type interner struct {
+	m map[string]string
+	// streams are the last streams read, newest at next-1: the events of
+	// a stream tend to follow each other.
+	streams [4]string
+	next    int
+	// transient: Body and PrevHash alias the stored bytes, Idem is idem.
+	transient bool
+	idem      Idem
+}
+
+func (in *interner) isTransient() bool { return in != nil && in.transient }
+
+// stream reads a stream name, shared when one of the last few streams
+// read had it.
+func (in *interner) stream(r *mpread.Reader) (string, bool) {
+	if in == nil {
+		return r.Str()
+	}
+	b, ok := r.StrBytes()
+	if !ok {
+		return "", false
+	}
+	for _, s := range in.streams {
+		if s == string(b) {
+			return s, true
+		}
+	}
+	s := string(b)
+	in.streams[in.next] = s
+	in.next = (in.next + 1) % len(in.streams)
+	return s, true
+}
 
 // internMax bounds an interner: strings beyond it are allocated.
 const internMax = 1 << 14

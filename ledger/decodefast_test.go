@@ -74,12 +74,13 @@ func TestDecodeEventFast(t *testing.T) {
 		t.Fatalf("only %d envelopes", len(all))
 	}
 	for i, b := range all {
-		var fast, interned Event
-		if !decodeEventFast(b, &fast, nil) || !decodeEventFast(b, &interned, &interner{}) {
+		var fast, interned, transient Event
+		if !decodeEventFast(b, &fast, nil) || !decodeEventFast(b, &interned, &interner{}) ||
+			!decodeEventFast(b, &transient, &interner{transient: true}) {
 			t.Fatalf("envelope %d does not take the fast path", i)
 		}
-		if !reflect.DeepEqual(fast, interned) {
-			t.Fatalf("envelope %d: interned %+v, plain %+v", i, interned, fast)
+		if !reflect.DeepEqual(fast, interned) || !reflect.DeepEqual(fast, transient) {
+			t.Fatalf("envelope %d: interned %+v, transient %+v, plain %+v", i, interned, transient, fast)
 		}
 		want, err := generic(b)
 		if err != nil || !reflect.DeepEqual(fast, want) {
@@ -95,7 +96,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var fast Event
+		var fast, transient Event
 		if !decodeEventFast(b, &fast, &interner{}) {
 			return
 		}
@@ -106,5 +107,48 @@ func FuzzDecodeEvent(f *testing.F) {
 		if !reflect.DeepEqual(fast, want) {
 			t.Fatalf("fast %+v, generic %+v", fast, want)
 		}
+		if !decodeEventFast(b, &transient, &interner{transient: true}) || !reflect.DeepEqual(transient, want) {
+			t.Fatalf("transient %+v, generic %+v", transient, want)
+		}
 	})
+}
+
+// TestRangeTransientLendsWhatRangeGives: RangeTransient calls back with
+// the events Range gives (the event, its Idem, Body and PrevHash lent for
+// the call), streams repeated or not.
+func TestRangeTransientLendsWhatRangeGives(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	head := GenesisHead()
+	var all []*Event
+	versions := map[string]uint64{}
+	for _, stream := range []string{"task/a", "task/a", "task/b", "task/a", "device/c", "task/b"} {
+		versions[stream]++
+		evs, h := sealed(t, head, 1, stream, versions[stream])
+		if err := s.Append(&Batch{Expected: head, Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		head, all = h, append(all, evs...)
+	}
+	var want, got []Event
+	if err := s.Range(0, func(e *Event) error { want = append(want, *e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var lent *Event
+	err := s.RangeTransient(0, func(e *Event) error {
+		if lent != nil && e != lent {
+			t.Fatal("RangeTransient does not reuse its event")
+		}
+		lent = e
+		c := *e
+		c.Body, c.PrevHash = append([]byte(nil), e.Body...), append([]byte(nil), e.PrevHash...)
+		if e.Idem != nil {
+			idem := *e.Idem
+			c.Idem = &idem
+		}
+		got = append(got, c)
+		return nil
+	})
+	if err != nil || len(want) != len(all) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("transient %+v (%v), want %+v", got, err, want)
+	}
 }

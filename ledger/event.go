@@ -158,9 +158,15 @@ func decodeEvent(b []byte, in *interner) (Event, error) {
 	if decodeEventFast(b, &e, in) {
 		return e, nil
 	}
-	e = Event{}
+	return decodeEventGeneric(b)
+}
+
+// decodeEventGeneric is the generic decoder's reading of b (its own
+// variable: the fast path's stays off the heap).
+func decodeEventGeneric(b []byte) (Event, error) {
+	var e Event
 	if err := msgpack.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return Event{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return e, nil
 }

@@ -324,6 +324,27 @@ func (s *Store) Range(after uint64, fn func(*Event) error) error {
 	})
 }
 
+// RangeTransient is Range for a fold that keeps nothing of an event but
+// copies of its values (replay): the *Event and its Idem are reused from
+// one call to the next, and its Body and PrevHash are the stored bytes
+// themselves, so all of them are valid only during the call. (Hash,
+// Stream, the actor and the idempotency key and fingerprint are copies,
+// as Range gives them.)
+func (s *Store) RangeTransient(after uint64, fn func(*Event) error) error {
+	in := interner{transient: true}
+	var e Event
+	return s.RangeRaw(after, func(seq uint64, raw []byte) error {
+		e = Event{}
+		if !decodeEventFast(raw, &e, &in) {
+			var err error
+			if e, err = decodeEventGeneric(raw); err != nil {
+				return fmt.Errorf("seq %d: %w", seq, err)
+			}
+		}
+		return fn(&e)
+	})
+}
+
 // ErrStop ends a Range early without an error.
 var ErrStop = errors.New("ledger: stop")
 

@@ -3,7 +3,9 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/rs/zerolog"
 
@@ -85,13 +87,27 @@ func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Lo
 			Msg("projections loaded from a snapshot and the log after it")
 		return l, nil
 	}
-	st, err := projections.Rebuild(store, cfg)
+	st, err := Rebuild(store, cfg)
 	if err != nil {
 		return nil, err
 	}
 	l.State, l.Replayed = st, st.Head.Seq
 	log.Info().Uint64("events", l.Replayed).Msg("projections rebuilt from the whole log")
 	return l, nil
+}
+
+// Rebuild builds the projections from the whole log
+// (projections.Rebuild). While a soft memory limit bounds the heap (serve
+// and bench set one: cmd/taskledger/gc.go) the garbage collector is off
+// meanwhile: a replay keeps about half of what it allocates, so collecting
+// during it mostly marks memory that stays, and the limit still starts a
+// collection should the heap come near it. Without a limit the collector
+// runs as it is set.
+func Rebuild(store *ledger.Store, cfg projections.Config) (*projections.State, error) {
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		defer pauseGC()()
+	}
+	return projections.Rebuild(store, cfg)
 }
 
 // pausedTail is the longest tail replayed with the garbage collector still

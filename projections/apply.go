@@ -3,6 +3,8 @@ package projections
 import (
 	"bytes"
 	"fmt"
+	"strings"
+
 	"taskledger/wire"
 
 	"taskledger/events"
@@ -14,11 +16,22 @@ import (
 // event. An event the state machine does not allow is refused with an
 // *ApplyError wrapping ErrInvariant, and the state is left unchanged where
 // the check comes before any change (every check does).
-func (s *State) Apply(e *ledger.Event) error {
+func (s *State) Apply(e *ledger.Event) error { return s.applyShared(e, nil) }
+
+// applyShared is Apply with the body's short strings shared through strs
+// (a replay's: the ids its events repeat), seeded with the event's task
+// id and actor.
+func (s *State) applyShared(e *ledger.Event, strs *events.Strings) error {
 	if err := s.follows(e); err != nil {
 		return err
 	}
-	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
+	if strs != nil {
+		if id, ok := strings.CutPrefix(e.Stream, taskPrefix); ok {
+			strs.Offer(id)
+		}
+		strs.Offer(e.Actor.ID)
+	}
+	body, err := events.DecodeBodyShared(e.Type, e.Schema, e.Body, strs)
 	if err != nil {
 		return &ApplyError{Seq: e.Seq, Type: e.Type, Err: err}
 	}
@@ -189,14 +202,15 @@ const ActorDeviceCancel = "device"
 func (s *State) finish(t *Task, e *ledger.Event) {
 	t.Claim = nil
 	s.touch(t, e)
-	var r *Reply
-	if e.Actor.Kind == ledger.ActorDevice {
-		r = taskReply(t, e.At)
-		if t.Exec != nil {
-			r.ExecutionID = t.Exec.ID
-		}
+	if e.Actor.Kind != ledger.ActorDevice {
+		s.record(e, t, nil, OutcomeAccepted)
+		return
 	}
-	s.record(e, t, r, OutcomeAccepted)
+	r := taskReply(t, e.At)
+	if t.Exec != nil {
+		r.ExecutionID = t.Exec.ID
+	}
+	s.record(e, t, &r, OutcomeAccepted)
 }
 
 func (s *State) touch(t *Task, e *ledger.Event) {
@@ -208,8 +222,8 @@ func (s *State) touch(t *Task, e *ledger.Event) {
 func (s *State) touchStream(t *Task, e *ledger.Event) { t.StreamVersion = e.StreamVersion }
 
 // taskReply is a device answer's values as of event time at.
-func taskReply(t *Task, at int64) *Reply {
-	r := &Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
+func taskReply(t *Task, at int64) Reply {
+	r := Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
 		ServerTime: at, CancelRequested: t.CancelRequested}
 	if t.Exec != nil && t.Started() {
 		r.ExecutionID = t.Exec.ID
@@ -223,7 +237,7 @@ func taskReply(t *Task, at int64) *Reply {
 	return r
 }
 
-func claimReply(t *Task, at int64) *Reply {
+func claimReply(t *Task, at int64) Reply {
 	r := taskReply(t, at)
 	r.ExecutionID = ""
 	r.SessionID, r.TokenOrigin, r.Nonce = t.Claim.SessionID, t.Claim.TokenOrigin, t.Claim.Nonce
@@ -235,14 +249,34 @@ func (s *State) record(e *ledger.Event, t *Task, r *Reply, o Outcome) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Outcome: o, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+	s.put(e, withReply(IdemRecord{Outcome: o, TaskID: t.ID, DeviceID: deviceOf(e)}, r))
 }
 
 func (s *State) recordCode(e *ledger.Event, t *Task, r *Reply, o Outcome, code string) {
 	if e.Idem == nil {
 		return
 	}
-	s.put(e, &IdemRecord{Outcome: o, Code: code, TaskID: t.ID, DeviceID: deviceOf(e), Reply: r})
+	s.put(e, withReply(IdemRecord{Outcome: o, Code: code, TaskID: t.ID, DeviceID: deviceOf(e)}, r))
+}
+
+// recordAndReply is a record and a copy of its reply, allocated together
+// (a replay records a million).
+type recordAndReply struct {
+	rec   IdemRecord
+	reply Reply
+}
+
+// withReply returns a new record holding rec and a copy of r (nil: no
+// reply), in one allocation.
+func withReply(rec IdemRecord, r *Reply) *IdemRecord {
+	if r == nil {
+		p := new(IdemRecord)
+		*p = rec
+		return p
+	}
+	p := &recordAndReply{rec: rec, reply: *r}
+	p.rec.Reply = &p.reply
+	return &p.rec
 }
 
 func (s *State) recordDevice(e *ledger.Event, id string, o Outcome) {

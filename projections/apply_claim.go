@@ -19,7 +19,8 @@ func (s *State) applyClaimResumed(e *ledger.Event, b *events.TaskClaimResumed) e
 		return violation("task %s claim cannot be resumed", t.ID)
 	}
 	s.touchStream(t, e)
-	s.record(e, t, claimReply(t, e.At), OutcomeAccepted)
+	r := claimReply(t, e.At)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }
 
@@ -40,7 +41,8 @@ func (s *State) applyClaimRenewed(e *ledger.Event, b *events.TaskClaimRenewed) e
 	t.Claim.LeaseExpiresAt = b.LeaseExpiresAt
 	s.reindex(t)
 	s.touchStream(t, e)
-	s.record(e, t, taskReply(t, e.At), OutcomeAccepted)
+	r := taskReply(t, e.At)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }
 
@@ -58,7 +60,8 @@ func (s *State) applyReleased(e *ledger.Event, b *events.TaskReleased) error {
 	s.releaseDevice(t)
 	t.State, t.Version, t.Claim = StatePending, b.Version, nil
 	s.touch(t, e)
-	s.record(e, t, taskReply(t, e.At), OutcomeAccepted)
+	r := taskReply(t, e.At)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }
 
@@ -111,6 +114,7 @@ func (s *State) applyClaimed(e *ledger.Event, b *events.TaskClaimed) error {
 		s.ServerClaims++
 	}
 	s.touch(t, e)
-	s.record(e, t, claimReply(t, e.At), OutcomeAccepted)
+	r := claimReply(t, e.At)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }

@@ -30,7 +30,8 @@ func (s *State) applyStarted(e *ledger.Event, b *events.TaskStarted) error {
 	t.Executions++
 	t.CancelRequested, t.CancelReason = false, ""
 	s.touch(t, e)
-	s.record(e, t, taskReply(t, e.At), OutcomeAccepted)
+	r := taskReply(t, e.At)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }
 
@@ -54,7 +55,7 @@ func (s *State) applyHeartbeat(e *ledger.Event, b *events.TaskHeartbeat) error {
 	s.touchStream(t, e)
 	r := taskReply(t, e.At)
 	r.Step = b.Step
-	s.record(e, t, r, OutcomeAccepted)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }
 
@@ -99,7 +100,7 @@ func (s *State) applyLateReport(e *ledger.Event, b *events.TaskLateReport) error
 		ExecutionID: b.ExecutionID, Outcome: b.Outcome, Result: b.Result, ReasonCode: b.ReasonCode, Detail: b.Detail})
 	s.touchStream(t, e)
 	r := taskReply(t, e.At)
-	s.recordCode(e, t, r, OutcomeRefused, "lease_expired")
+	s.recordCode(e, t, &r, OutcomeRefused, "lease_expired")
 	return nil
 }
 
@@ -126,7 +127,7 @@ func (s *State) applyEvidenceAttached(e *ledger.Event, b *events.TaskEvidenceAtt
 	s.touchStream(t, e)
 	r := taskReply(t, e.At)
 	r.Evidence = &ev
-	s.record(e, t, r, OutcomeCreated)
+	s.record(e, t, &r, OutcomeCreated)
 	return nil
 }
 
@@ -155,7 +156,8 @@ func (s *State) applyExecStep(e *ledger.Event, b *events.TaskExecStep) error {
 	}
 	t.State, t.Version = to, b.Version
 	s.touch(t, e)
-	s.record(e, t, taskReply(t, e.At), OutcomeAccepted)
+	r := taskReply(t, e.At)
+	s.record(e, t, &r, OutcomeAccepted)
 	return nil
 }
 

@@ -11,7 +11,7 @@ func (s *State) applyCreated(e *ledger.Event, b *events.TaskCreated) error {
 	if _, dup := s.Tasks[b.TaskID]; dup {
 		return violation("task %s exists", b.TaskID)
 	}
-	if e.Stream != events.TaskStream(b.TaskID) || e.StreamVersion != 1 {
+	if !isStream(e.Stream, taskPrefix, b.TaskID) || e.StreamVersion != 1 {
 		return violation("task.created on stream %s/%d", e.Stream, e.StreamVersion)
 	}
 	t := &Task{ID: b.TaskID, CreateSeq: e.Seq, CreatedAt: e.At, State: StatePending,

@@ -143,6 +143,7 @@ type IdemEntry struct {
 
 func (v *IdemView) put(r *IdemRecord) {
 	id := IdemID(r.Scope, r.Key)
+	r.Key = id[len(r.Scope)+1:] // the id holds the key: not twice in the heap
 	v.Records[id] = r
 	v.Order = append(v.Order, IdemEntry{ID: id, Rec: r})
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"taskledger/events"
 	"taskledger/ledger"
 )
 
@@ -14,11 +15,23 @@ type Source interface {
 	SoftRecords(prefix string, fn func(key string, value []byte) error) error
 }
 
+// transientSource is a Source that can lend each event for the call only
+// (ledger.Store.RangeTransient): Apply keeps copies of an event's values,
+// never the event, its Body, PrevHash or Idem.
+type transientSource interface {
+	RangeTransient(after uint64, fn func(*ledger.Event) error) error
+}
+
 // Replay applies every event after s.Head from src. progress, if set, is
 // called after every event.
 func (s *State) Replay(src Source, progress func(seq uint64)) error {
-	return src.Range(s.Head.Seq, func(e *ledger.Event) error {
-		if err := s.Apply(e); err != nil {
+	rangeFn := src.Range
+	if t, ok := src.(transientSource); ok {
+		rangeFn = t.RangeTransient
+	}
+	var strs events.Strings
+	return rangeFn(s.Head.Seq, func(e *ledger.Event) error {
+		if err := s.applyShared(e, &strs); err != nil {
 			return err
 		}
 		if progress != nil {

@@ -27,7 +27,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench", stderr)
 	devicesFlag := fs.String("devices", "256", "concurrent simulated devices (a comma-separated list runs each)")
 	duration := fs.Duration("duration", 10*time.Second, "length of each scenario")
-	mode := fs.String("mode", "all", "inprocess, http, raw, or all (raw baselines + in-process, + http when --url is given)")
+	mode := fs.String("mode", "all", "inprocess, http, raw, replay, or all (raw baselines + in-process, + http when --url is given; replay only by name)")
 	url := fs.String("url", "", "http mode: base URL of a running server (without it, a server is started in this process on loopback)")
 	adminToken := fs.String("admin-token", envDefault("admin-token", ""), "http mode with --url: an admin token of that server")
 	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
@@ -36,11 +36,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (all allocations of the run) to this file")
 	traceFile := fs.String("trace", "", "write a runtime execution trace of the whole run to this file (large: keep --duration short)")
+	replayEvents := fs.Int64("events", 1_000_000, "replay mode: events of the lifecycle log (scans, full replay, memory and disk figures)")
+	replayTasks := fs.Int64("tasks", 1_000_000, "replay mode: tasks of the tasks-only log (start from snapshot + tail)")
+	replayTail := fs.Int64("tail", 10_000, "replay mode: events after each log's snapshot")
 	beatSteps := fs.String("heartbeat-steps", "same", "in-process runs: same (heartbeats keep one step per execution and append no event), each (every heartbeat reports a new step and appends one, as before quiet heartbeats), or both (the two, in this run)")
 	if pos, err := parseInterspersed(fs, args); err != nil {
 		return 2
 	} else if len(pos) > 0 {
-		fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|all] [--url URL --admin-token T] [--data DIR]")
+		fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N]")
 		return 2
 	}
 	var devices []int
@@ -67,6 +70,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	runRaw, runIn, runHTTP := false, false, false
 	switch *mode {
+	case "replay":
+		rc, code := replayConfig(*replayEvents, *replayTasks, *replayTail, stderr)
+		if code != 0 {
+			return code
+		}
+		return benchReplay(rc, *data, *verify, *cpuProfile, *memProfile, *traceFile, stdout, stderr)
 	case "all":
 		runRaw, runIn, runHTTP = true, true, *url != ""
 	case "raw":
@@ -76,7 +85,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	case "http":
 		runHTTP = true
 	default:
-		return fail(stderr, "--mode must be inprocess, http, raw or all")
+		return fail(stderr, "--mode must be inprocess, http, raw, replay or all")
 	}
 	if *url != "" && *adminToken == "" && runHTTP {
 		return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,96 @@ func TestBenchCommandFlags(t *testing.T) {
 		t.Setenv("TASKLEDGER_ADMIN_TOKEN", "")
 		if code := run(tc.args, &out, &errb); code != tc.code || !strings.Contains(errb.String(), tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errb.String(), tc.code, tc.msg)
+		}
+	}
+}
+
+// TestBenchReplayMode runs `taskledger bench --mode replay` on small logs
+// twice (the second run reuses the kept logs) and checks that one run
+// prints every figure, consistent with the logs' sizes, and that both
+// logs verify. (No figure of speed is asserted.)
+func TestBenchReplayMode(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"bench", "--mode", "replay", "--events", "3000", "--tasks", "1000", "--tail", "200", "--data", data, "--verify"}
+	var out, errb bytes.Buffer
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	first := out.String()
+	if strings.Count(first, "building the ") != 2 || strings.Count(first, "verify: ok") != 2 {
+		t.Fatalf("the first run did not build and verify both logs:\n%s", first)
+	}
+	out.Reset()
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("second run: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	got := out.String()
+	if strings.Contains(got, "building the ") {
+		t.Fatalf("the second run built its logs again:\n%s", got)
+	}
+	var events, tasks, records, restored, lifeTasks int
+	var tailTasks, tailLife int
+	var rGeneric, rEnvelope, recBytes, taskBytes, restoredBytes, fileBytes, storedBytes float64
+	// scan reads the line that contains match (spaces collapsed) with format.
+	scan := func(match, format string, into ...any) {
+		t.Helper()
+		for _, l := range strings.Split(got, "\n") {
+			if l = strings.Join(strings.Fields(l), " "); strings.Contains(l, match) {
+				if _, err := fmt.Sscanf(l, format, into...); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				return
+			}
+		}
+		t.Fatalf("output lacks %q:\n%s", match, got)
+	}
+	scan("scan + generic msgpack decode", "scan + generic msgpack decode lifecycle (%d events)", &events)
+	scan("scan + replay's envelope decoder", "scan + replay's envelope decoder lifecycle (%d events)", new(int))
+	scan("full replay (decode + apply)", "full replay (decode + apply) lifecycle (%d events)", new(int))
+	scan("tail tasks", "start from snapshot + %d-event tail tasks (%d tasks)", &tailTasks, &restored)
+	scan("tail lifecycle", "start from snapshot + %d-event tail lifecycle (%d tasks)", &tailLife, &lifeTasks)
+	scan("ratio full replay / scan + generic", "ratio full replay / scan + generic msgpack decode, same log %f", &rGeneric)
+	scan("ratio full replay / scan + replay's", "ratio full replay / scan + replay's envelope decoder, same log %f", &rEnvelope)
+	scan("memory replayed", "memory replayed (lifecycle): %f B per retained idempotency record (%d records), %f B per task (%d tasks",
+		&recBytes, &records, &taskBytes, &tasks)
+	scan("memory restored", "memory restored (tasks log): %f B per task", &restoredBytes)
+	scan("disk (lifecycle)", "disk (lifecycle): %f file bytes per event (taskledger.db %f MB), %f stored bytes per event",
+		&fileBytes, new(float64), &storedBytes)
+	scan("disk (tasks log)", "disk (tasks log): snapshot %f MB", new(float64))
+	if events < 3000 || events > 3006 || restored != 1000 || tailTasks != 200 || tailLife < 200 || tailLife > 205 {
+		t.Errorf("sizes: %d events, %d restored tasks, tails %d and %d; want 3000(+5), 1000, 200 and 200(+5)",
+			events, restored, tailTasks, tailLife)
+	}
+	// 64 devices, then 5 events per task; one record per event.
+	if lifeTasks != tasks || tasks < (events-64)/5 || tasks > (events-64)/5+1 || records != events {
+		t.Errorf("replayed %d tasks (start: %d), %d records of %d events", tasks, lifeTasks, records, events)
+	}
+	if rGeneric <= 0 || rEnvelope <= 0 {
+		t.Errorf("ratios %.2f (generic) and %.2f (envelope decoder)", rGeneric, rEnvelope)
+	}
+	if recBytes < 100 || recBytes > 5000 || taskBytes < 100 || taskBytes > 20000 || restoredBytes < 100 || restoredBytes > 20000 {
+		t.Errorf("memory figures out of range: %.0f B/record, %.0f B/task, %.0f B/restored task", recBytes, taskBytes, restoredBytes)
+	}
+	if storedBytes < 200 || fileBytes < storedBytes {
+		t.Errorf("disk: %.0f file bytes per event, %.0f stored", fileBytes, storedBytes)
+	}
+}
+
+func TestBenchReplayModeRefusesBadSizes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--events", "0"}, "--events must be a number from 100"},
+		{[]string{"--events", "x"}, "invalid value"},
+		{[]string{"--tasks", "1"}, "--tasks must be a number from 2"},
+		{[]string{"--tail", "0"}, "--tail must be at least 1"},
+		{[]string{"--events", "1000", "--tasks", "500", "--tail", "500"}, "--tail must be at least 1 and below"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"bench", "--mode", "replay"}, tc.args...)
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.msg)
 		}
 	}
 }

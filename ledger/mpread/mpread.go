@@ -122,6 +122,16 @@ func (r *Reader) Str() (string, bool) {
 // bin reads binary data as msgpack does: nil for nil, a copy otherwise
 // (empty, not nil, for length 0).
 func (r *Reader) Bin() ([]byte, bool) {
+	s, ok := r.BinBytes()
+	if !ok || s == nil {
+		return nil, ok
+	}
+	return append(make([]byte, 0, len(s)), s...), true
+}
+
+// BinBytes reads binary data as Bin does, without copying it: nil for
+// nil, else a slice of the buffer (its capacity ends with it).
+func (r *Reader) BinBytes() ([]byte, bool) {
 	c, ok := r.byte()
 	if !ok {
 		return nil, false
@@ -146,7 +156,7 @@ func (r *Reader) Bin() ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	return append(make([]byte, 0, n), s...), true
+	return s[:n:n], true
 }
 
 // uint reads any integer (or nil, as 0) as its 64-bit pattern, as the
