@@ -86,7 +86,7 @@ func (s *Server) registerDevice(c echo.Context) error {
 		seen := map[string]bool{}
 		for _, v := range arr {
 			name, ok := v.(string)
-			if !ok || !checkName.MatchString(name) || seen[name] {
+			if !ok || !checkName(name) || seen[name] {
 				f.fail(invalid("field \"required_checks\" must hold distinct names [a-z0-9_]{1,32}"))
 				break
 			}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -140,10 +141,9 @@ func (t *methodTable) build(e *echo.Echo) {
 
 // allowed returns the methods of the routes matching path (nil: no route).
 func (t *methodTable) allowed(path string) []string {
-	segs := strings.Split(path, "/")
 	set := map[string]bool{}
 	for _, r := range t.routes {
-		if matchSegs(r.segs, segs) {
+		if matchPath(r.segs, path) {
 			for _, m := range r.methods {
 				set[m] = true
 			}
@@ -160,25 +160,45 @@ func (t *methodTable) allowed(path string) []string {
 	return out
 }
 
-func matchSegs(pat, segs []string) bool {
-	for i, p := range pat {
+// permits reports whether method may reach path: no route has the path,
+// or one that has it takes the method. It allocates nothing (every
+// request asks).
+func (t *methodTable) permits(path, method string) bool {
+	matched := false
+	for _, r := range t.routes {
+		if matchPath(r.segs, path) {
+			if slices.Contains(r.methods, method) {
+				return true
+			}
+			matched = true
+		}
+	}
+	return !matched
+}
+
+// matchPath matches path's "/"-separated segments against a route's.
+func matchPath(pat []string, path string) bool {
+	rest, end := path, false
+	for _, p := range pat {
 		if p == "*" {
 			return true
 		}
-		if i >= len(segs) {
+		if end {
 			return false
 		}
+		seg, after, found := strings.Cut(rest, "/")
+		rest, end = after, !found
 		if strings.HasPrefix(p, ":") {
-			if segs[i] == "" {
+			if seg == "" {
 				return false
 			}
 			continue
 		}
-		if p != segs[i] {
+		if p != seg {
 			return false
 		}
 	}
-	return len(pat) == len(segs)
+	return end
 }
 
 // refuseMethod answers 405 method_not_allowed with Allow when the path is
@@ -187,15 +207,10 @@ func (s *Server) refuseMethod(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		s.methods.once.Do(func() { s.methods.build(s.echo) })
 		r := c.Request()
-		allow := s.methods.allowed(r.URL.Path)
-		if allow == nil {
+		if s.methods.permits(r.URL.Path, r.Method) {
 			return next(c)
 		}
-		for _, m := range allow {
-			if m == r.Method {
-				return next(c)
-			}
-		}
+		allow := s.methods.allowed(r.URL.Path)
 		c.Response().Header().Set("Allow", strings.Join(allow, ", "))
 		closeIfBody(c)
 		return errMethod

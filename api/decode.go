@@ -196,10 +196,10 @@ func formatTime(ms int64) string { return wire.FormatMillis(ms) }
 // isUUIDv4 reports whether s is a canonical lowercase UUIDv4.
 func isUUIDv4(s string) bool { return wire.IsUUID(s) }
 
-var (
-	checkName  = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
-	reasonCode = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
-)
+// checkName is a presence check's name: [a-z0-9_]{1,32}; reasonCode a
+// failure's reason code: [a-z0-9_]{1,64}.
+func checkName(s string) bool  { return nameChars.of(s, 1, 32) }
+func reasonCode(s string) bool { return nameChars.of(s, 1, 64) }
 
 // printable reports whether s is 1..max printable ASCII characters.
 func printable(s string, max int) bool {

@@ -54,7 +54,7 @@ func (s *Server) presence(c echo.Context) error {
 	}
 	for k, v := range checks {
 		b, ok := v.(bool)
-		if !checkName.MatchString(k) || !ok {
+		if !checkName(k) || !ok {
 			return invalid("field \"checks\" must map names [a-z0-9_]{1,32} to booleans")
 		}
 		p.Checks[k] = b
@@ -235,7 +235,7 @@ func (s *Server) taskCall(op string) echo.HandlerFunc {
 		case commands.OpFail:
 			cmd.ReasonCode = f.str("reason_code", true)
 			cmd.Detail = f.str("detail", true)
-			if f.err == nil && !reasonCode.MatchString(cmd.ReasonCode) {
+			if f.err == nil && !reasonCode(cmd.ReasonCode) {
 				f.fail(invalid("field \"reason_code\" must match [a-z0-9_]{1,64}"))
 			}
 			if len(cmd.Detail) > 256 {
