@@ -27,9 +27,9 @@ func TestAnswersAreWhatEncodingJSONWrites(t *testing.T) {
 	nums := []uint64{0, 1, 1 << 53, 1<<64 - 1}
 	secret := bytes.Repeat([]byte{7}, 32)
 	type doc struct {
-		name  string
+		name   string
 		oracle any
-		w     func() *jsonw
+		w      func() *jsonw
 	}
 	var docs []doc
 	for i, s := range strs {
@@ -57,7 +57,9 @@ func TestAnswersAreWhatEncodingJSONWrites(t *testing.T) {
 		docs = append(docs, doc{"evidence " + s, evidenceDoc(ev), func() *jsonw { return writeEvidence(newJSONW(), ev) }})
 		ae := newErr(http.StatusConflict, s, strs[(i+1)%len(strs)])
 		docs = append(docs, doc{"error " + s, map[string]string{"code": ae.Code, "message": ae.Message},
-			func() *jsonw { return newJSONW().open().key("code").str(ae.Code).key("message").str(ae.Message).close() }})
+			func() *jsonw {
+				return newJSONW().open().key("code").str(ae.Code).key("message").str(ae.Message).close()
+			}})
 	}
 	e := echo.New()
 	for _, query := range []string{"", "?pretty", "?x=1"} {

@@ -44,7 +44,9 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 func FormatMillis(ms int64) string { return time.UnixMilli(ms).UTC().Format(TimeLayout) }
 
 // AppendMillis appends FormatMillis(ms) to b.
-func AppendMillis(b []byte, ms int64) []byte { return time.UnixMilli(ms).UTC().AppendFormat(b, TimeLayout) }
+func AppendMillis(b []byte, ms int64) []byte {
+	return time.UnixMilli(ms).UTC().AppendFormat(b, TimeLayout)
+}
 
 // IsUUID reports whether s is a canonical lowercase UUIDv4 (version 4,
 // RFC 4122 variant, 36 characters, lowercase hex): what
