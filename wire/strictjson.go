@@ -338,6 +338,7 @@ func (p *strictParser) escaped(start int) (string, error) {
 	}
 	return "", errMalformed
 }
+
 // HasLoneSurrogate reports whether a JSON text holds a \u escape of a
 // UTF-16 surrogate that is not part of a high-low pair (encoding/json
 // would turn it into U+FFFD silently: two readers could see the same key

@@ -185,7 +185,6 @@ func TestParseStrictAgreesWithTheDecoder(t *testing.T) {
 	}
 }
 
-
 func FuzzParseStrictAgreesWithTheDecoder(f *testing.F) {
 	for _, s := range parseSeeds {
 		f.Add([]byte(s), false, 0)
