@@ -231,3 +231,22 @@ func TestRawBaselinesCount(t *testing.T) {
 		t.Errorf("group commit: %d durable, %d errors, want 200 and 0", gc.Durable, gc.Errors)
 	}
 }
+
+// The HTTP driver's idempotency keys are canonical UUIDv4s, distinct
+// within a driver and between drivers.
+func TestHTTPKeysAreDistinctUUIDs(t *testing.T) {
+	a, b := newKeySource(), newKeySource()
+	seen := map[string]bool{}
+	for range 5000 {
+		for _, k := range []string{a.next(), b.next()} {
+			if !wire.IsUUID(k) || seen[k] {
+				t.Fatalf("key %q: a UUIDv4 %v, seen before %v", k, wire.IsUUID(k), seen[k])
+			}
+			seen[k] = true
+		}
+	}
+	a.n.Store(1<<63 - 1)
+	if k := a.next(); !wire.IsUUID(k) {
+		t.Errorf("a large counter gives %q", k)
+	}
+}
