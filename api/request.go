@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 )
@@ -37,15 +39,24 @@ func checkType(c echo.Context, want string) error {
 
 // readBody reads at most limit bytes; more → 413.
 func readBody(c echo.Context, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(c.Request().Body, limit+1))
-	if err != nil {
+	var buf bytes.Buffer
+	return readBodyInto(c, limit, &buf)
+}
+
+// readBodyInto reads at most limit bytes into buf; more → 413.
+func readBodyInto(c echo.Context, limit int64, buf *bytes.Buffer) ([]byte, error) {
+	if _, err := buf.ReadFrom(io.LimitReader(c.Request().Body, limit+1)); err != nil {
 		return nil, invalid("could not read the body")
 	}
-	if int64(len(b)) > limit {
+	if int64(buf.Len()) > limit {
 		return nil, errBodyTooLarge
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
+
+// jsonBodies are the buffers JSON bodies are read into: the strict reader
+// copies what it keeps, so a buffer serves the next request.
+var jsonBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // idemKey returns the request's Idempotency-Key, which must be one
 // canonical lowercase UUIDv4 (two keys are no key).
@@ -191,7 +202,14 @@ func readRaw(c echo.Context, r rules) ([]byte, head, error) {
 
 // readJSON applies the header rules, reads the body and parses it strictly.
 func readJSON(c echo.Context, r rules) (map[string]any, head, error) {
-	body, h, err := readRaw(c, r)
+	h, err := checkHead(c, r)
+	if err != nil {
+		return nil, h, err
+	}
+	buf := jsonBodies.Get().(*bytes.Buffer)
+	defer jsonBodies.Put(buf)
+	buf.Reset()
+	body, err := readBodyInto(c, r.limit, buf)
 	if err != nil {
 		return nil, h, err
 	}
