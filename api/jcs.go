@@ -108,9 +108,19 @@ func utf16Units(r rune) (rune, rune) {
 
 func writeCanonicalString(b *strings.Builder, s string) {
 	const hex = "0123456789abcdef"
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // each invalid byte becomes U+FFFD
+	}
 	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
+	plain := 0 // s[plain:i] needs no escape: written in one piece
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue // UTF-8 of runes ≥ U+0080 included: written as it is
+		}
+		b.WriteString(s[plain:i])
+		plain = i + 1
+		switch c {
 		case '"':
 			b.WriteString(`\"`)
 		case '\\':
@@ -126,15 +136,12 @@ func writeCanonicalString(b *strings.Builder, s string) {
 		case '\t':
 			b.WriteString(`\t`)
 		default:
-			if r < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[r>>4])
-				b.WriteByte(hex[r&0xf])
-			} else {
-				b.WriteRune(r)
-			}
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
 		}
 	}
+	b.WriteString(s[plain:])
 	b.WriteByte('"')
 }
 

@@ -64,3 +64,53 @@ func TestCmpUTF16IsUTF16Order(t *testing.T) {
 		}
 	}
 }
+
+// writeCanonicalString writes what writing rune by rune wrote: RFC 8785's
+// escapes, everything else as it is, invalid UTF-8 as U+FFFD.
+func TestCanonicalStringsEscapeOnlyWhatJSONRequires(t *testing.T) {
+	oracle := func(s string) string {
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, r := range s {
+			switch r {
+			case '"':
+				b.WriteString(`\"`)
+			case '\\':
+				b.WriteString(`\\`)
+			case '\b':
+				b.WriteString(`\b`)
+			case '\f':
+				b.WriteString(`\f`)
+			case '\n':
+				b.WriteString(`\n`)
+			case '\r':
+				b.WriteString(`\r`)
+			case '\t':
+				b.WriteString(`\t`)
+			default:
+				if r < 0x20 {
+					b.WriteString(`\u00`)
+					b.WriteByte("0123456789abcdef"[r>>4])
+					b.WriteByte("0123456789abcdef"[r&0xf])
+				} else {
+					b.WriteRune(r)
+				}
+			}
+		}
+		b.WriteByte('"')
+		return b.String()
+	}
+	pieces := []string{"a", "Z", " ", "\"", "\\", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "é", "😀", "\u2028", "\xff", "\xc3", "/", "<"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 3000 {
+		var in strings.Builder
+		for range rng.IntN(6) {
+			in.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		var got strings.Builder
+		writeCanonicalString(&got, in.String())
+		if want := oracle(in.String()); got.String() != want {
+			t.Errorf("%q: got %q, want %q", in.String(), got.String(), want)
+		}
+	}
+}
