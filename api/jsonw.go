@@ -32,15 +32,21 @@ func newJSONW() *jsonw {
 	return w
 }
 
-func (w *jsonw) open() *jsonw {
+func (w *jsonw) open() *jsonw { return w.open0('{') }
+
+func (w *jsonw) close() *jsonw { return w.close0('}') }
+
+// open0 and close0 open and close an object ('{', '}') or an array
+// ('[', ']').
+func (w *jsonw) open0(delim byte) *jsonw {
 	w.sep()
-	w.b = append(w.b, '{')
+	w.b = append(w.b, delim)
 	w.comma = false
 	return w
 }
 
-func (w *jsonw) close() *jsonw {
-	w.b = append(w.b, '}')
+func (w *jsonw) close0(delim byte) *jsonw {
+	w.b = append(w.b, delim)
 	w.comma = true
 	return w
 }

@@ -142,3 +142,68 @@ func oraclePresence(r commands.PresenceReply, now int64) map[string]any {
 		"active_task_mismatch": r.ActiveTaskMismatch,
 	}
 }
+
+// writeTask writes, byte for byte, what c.JSON writes for taskDocIn (the
+// map the lists and provenance still use) for tasks in every shape.
+func TestTaskAnswerIsTheTaskDocument(t *testing.T) {
+	st := projections.New(projections.Config{})
+	st.Devices["d-revoked"] = &projections.Device{ID: "d-revoked", Status: projections.DeviceStatusRevoked}
+	res := `{"ok":true,"n":[1,2]}`
+	odd := `{"a": "<b>&", "c": 1}`
+	var tasks []*projections.Task
+	for i := range 48 {
+		tk := &projections.Task{ID: []string{"3f1c2a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69", "a<b>&\"c"}[i%2], CreatedAt: int64(i) * 1000,
+			UpdatedAt: 1700000000123, State: projections.AllStates()[i%7], Version: uint64(i), Revision: uint64(i % 3),
+			Payload: []string{taskPayloadExample, odd}[i%2], CancelRequested: i%3 == 0}
+		if i%2 == 0 {
+			tk.Image = &projections.Blob{SHA256: "ab", Size: int64(i)}
+		}
+		if i%3 != 2 {
+			tk.Auth = &projections.Authorization{AuthBody: events.AuthBody{ID: "auth", Revision: uint64(i % 3), ExpiresAt: 1700000000000 + int64(i%2)*1e9},
+				Status: []string{projections.AuthActive, "REVOKED"}[i%2], Takeover: []string{"", projections.TakeoverManual, projections.TakeoverReclaim}[i%3]}
+		}
+		if i%4 != 0 {
+			tk.State = projections.StateClaimed
+			tk.Claim = &projections.Claim{Generation: uint64(i), DeviceID: []string{"d1", "d-revoked"}[i%2], SessionID: "s",
+				LeaseExpiresAt: 1700000000500 + int64(i%3)*1e6, TokenOrigin: events.TokenClient}
+		}
+		if i%5 == 1 {
+			tk.Exec = &projections.Execution{ID: "x", StartedAt: 5, LeaseExpiresAt: 9, Step: []string{"", "working"}[i%2], LastSeenAt: 7,
+				SoftLeaseExpiresAt: int64(i % 2 * 20), SoftSeenAt: int64(i % 2 * 8)}
+		}
+		if i%6 == 2 {
+			tk.Result = &res
+		}
+		if i%7 == 3 {
+			tk.Failure = &projections.Failure{ReasonCode: "r", Detail: "d<"}
+		}
+		if i%4 == 1 {
+			tk.LateReports = []projections.LateReport{{At: 1, DeviceID: "d", Generation: 2, ExecutionID: "x", Outcome: commands.OpComplete, Result: res},
+				{At: 2, DeviceID: "d", Generation: 3, ExecutionID: "y", Outcome: commands.OpFail, ReasonCode: "rc", Detail: "de"}}
+		}
+		if i%3 == 1 {
+			tk.Evidence = []projections.Evidence{{ID: "e1", SHA256: "s", Size: 3, Kind: "screenshot", CapturedAt: 4}, {ID: "e2", Kind: "k"}}
+		}
+		if i%8 == 5 {
+			tk.Recovery = &projections.Recovery{Decision: "release", Reason: "why", At: 11}
+		}
+		tasks = append(tasks, tk)
+	}
+	e := echo.New()
+	for i, tk := range tasks {
+		for _, now := range []int64{1700000000000, 1700000000600, 1800000000000} {
+			want, got := httptest.NewRecorder(), httptest.NewRecorder()
+			if err := e.NewContext(httptest.NewRequest("GET", "/", nil), want).JSON(200, taskDocIn(st, tk, now)); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeTask(newJSONW(), st, tk, now).send(e.NewContext(httptest.NewRequest("GET", "/", nil), got), 200); err != nil {
+				t.Fatal(err)
+			}
+			if got.Body.String() != want.Body.String() {
+				t.Errorf("task %d at %d:\n got %s\nwant %s", i, now, got.Body, want.Body)
+			}
+		}
+	}
+}
+
+const taskPayloadExample = `{"action":"open","url":"https://example.com/?a=1&b=2"}`
