@@ -48,7 +48,7 @@ func BenchmarkHTTPHandler(b *testing.B) {
 				b.Fatal(err)
 			}
 			drv := NewHTTP("http://bench.invalid", strings.TrimSpace(string(tok)), 64)
-			drv.Client.Transport = handlerTransport{n.API.Handler()}
+			drv.Client.Transport, drv.raw = handlerTransport{n.API.Handler()}, nil
 			cfg := Config{Devices: 64, Commands: b.N, Loop: loop}
 			devs, err := Setup(context.Background(), drv, cfg)
 			if err != nil {

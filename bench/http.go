@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type HTTP struct {
 	Client     *http.Client
 	api        string // Base + "/api/v1"
 	keys       *keySource
+	raw        *rawClient // http:// servers (nil: Client)
 }
 
 // NewHTTP returns a driver with a keep-alive client sized for conns
@@ -41,8 +43,24 @@ func NewHTTP(base, adminToken string, conns int) *HTTP {
 		IdleConnTimeout:     90 * time.Second,
 	}
 	base = strings.TrimSuffix(base, "/")
-	return &HTTP{Base: base, AdminToken: adminToken, Client: &http.Client{Transport: tr}, api: base + "/api/v1",
+	h := &HTTP{Base: base, AdminToken: adminToken, Client: &http.Client{Transport: tr}, api: base + "/api/v1",
 		keys: newKeySource()}
+	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && u.User == nil && u.RawQuery == "" {
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		h.raw = &rawClient{addr: addr, host: u.Host, prefix: u.Path + "/api/v1"}
+	}
+	return h
+}
+
+// Close closes the driver's idle connections.
+func (h *HTTP) Close() {
+	h.Client.CloseIdleConnections()
+	if h.raw != nil {
+		h.raw.close()
+	}
 }
 
 // keySource issues idempotency keys in the shape of a UUIDv4: 48 random
@@ -94,48 +112,64 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // status is want; any other status is an error naming the answer's code.
 // key and claimToken are sent when not empty.
 func (h *HTTP) post(ctx context.Context, path, token string, body []byte, key, claimToken string, want int, out any) (int, error) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	var arr [8]string
+	hdr := append(arr[:0], "Authorization", "Bearer "+token, "Content-Type", "application/json")
+	if key != "" {
+		hdr = append(hdr, "Idempotency-Key", key)
+	}
+	if claimToken != "" {
+		hdr = append(hdr, "X-Claim-Token", claimToken)
+	}
+	status, err := h.roundTrip(ctx, path, hdr, body, buf)
+	if err != nil {
+		return status, err
+	}
+	data := buf.Bytes()
+	if status == http.StatusNoContent && want == http.StatusOK && strings.HasSuffix(path, "/claim-next") {
+		return status, nil
+	}
+	if status != want {
+		var e struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(data, &e)
+		return status, fmt.Errorf("%w: POST %s: %d %s", ErrUnexpected, path, status, e.Code)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return status, fmt.Errorf("%w: POST %s: %v", ErrUnexpected, path, err)
+		}
+	}
+	return status, nil
+}
+
+// roundTrip sends the POST through the raw client (http://) or the
+// transport and reads the answer's body into buf.
+func (h *HTTP) roundTrip(ctx context.Context, path string, hdr []string, body []byte, buf *bytes.Buffer) (int, error) {
+	if h.raw != nil {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return h.raw.post(h.raw.prefix+path, hdr, body, buf)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.api+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	hdr := make(http.Header, 4)
-	hdr["Authorization"] = []string{"Bearer " + token}
-	hdr["Content-Type"] = []string{"application/json"}
-	if key != "" {
-		hdr["Idempotency-Key"] = []string{key}
+	req.Header = make(http.Header, len(hdr)/2)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header[hdr[i]] = []string{hdr[i+1]}
 	}
-	if claimToken != "" {
-		hdr["X-Claim-Token"] = []string{claimToken}
-	}
-	req.Header = hdr
 	res, err := h.Client.Transport.RoundTrip(req)
 	if err != nil {
 		return 0, err
 	}
 	defer res.Body.Close()
-	buf := bufPool.Get().(*bytes.Buffer)
-	defer bufPool.Put(buf)
-	buf.Reset()
-	if _, err := buf.ReadFrom(res.Body); err != nil {
-		return res.StatusCode, err
-	}
-	data := buf.Bytes()
-	if res.StatusCode == http.StatusNoContent && want == http.StatusOK && strings.HasSuffix(path, "/claim-next") {
-		return res.StatusCode, nil
-	}
-	if res.StatusCode != want {
-		var e struct {
-			Code string `json:"code"`
-		}
-		_ = json.Unmarshal(data, &e)
-		return res.StatusCode, fmt.Errorf("%w: POST %s: %d %s", ErrUnexpected, path, res.StatusCode, e.Code)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return res.StatusCode, fmt.Errorf("%w: POST %s: %v", ErrUnexpected, path, err)
-		}
-	}
-	return res.StatusCode, nil
+	_, err = buf.ReadFrom(res.Body)
+	return res.StatusCode, err
 }
 
 // body appends a JSON object's members: pairs of a key and a value that

@@ -63,7 +63,7 @@ func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, er
 func HTTPScenario(ctx context.Context, base, adminToken string, cfg Config) (*Result, error) {
 	cfg.defaults()
 	drv := NewHTTP(base, adminToken, cfg.Devices)
-	defer drv.Client.CloseIdleConnections()
+	defer drv.Close()
 	devs, err := Setup(ctx, drv, cfg)
 	if err != nil {
 		return nil, err
