@@ -112,6 +112,7 @@ type methodTable struct {
 
 type methodRoute struct {
 	segs    []string // ":x" matches one segment, "*" the rest
+	wild    bool     // segs holds a "*"
 	methods []string
 }
 
@@ -135,7 +136,8 @@ func (t *methodTable) build(e *echo.Echo) {
 			list = append(list, m)
 		}
 		sort.Strings(list)
-		t.routes = append(t.routes, methodRoute{segs: strings.Split(p, "/"), methods: list})
+		segs := strings.Split(p, "/")
+		t.routes = append(t.routes, methodRoute{segs: segs, wild: slices.Contains(segs, "*"), methods: list})
 	}
 }
 
@@ -164,9 +166,9 @@ func (t *methodTable) allowed(path string) []string {
 // or one that has it takes the method. It allocates nothing (every
 // request asks).
 func (t *methodTable) permits(path, method string) bool {
-	matched := false
+	matched, n := false, strings.Count(path, "/")+1
 	for _, r := range t.routes {
-		if matchPath(r.segs, path) {
+		if (r.wild || len(r.segs) == n) && matchPath(r.segs, path) { // without a "*", only as many segments match
 			if slices.Contains(r.methods, method) {
 				return true
 			}
