@@ -156,8 +156,10 @@ func TestInProcessRunWithStepEachHeartbeat(t *testing.T) {
 	checkLedger(t, dir, res, cfg)
 }
 
-func TestHTTPRunCountsAndVerifies(t *testing.T) {
-	cfg := Config{Devices: 4, Tasks: 8, Commands: 150}
+// runLocalHTTP runs the HTTP scenario against a server in this process
+// (manual clock) and returns its result and ledger directory.
+func runLocalHTTP(t *testing.T, cfg Config) (*Result, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ls, err := ServeLocal(dir, true)
 	if err != nil {
@@ -170,6 +172,12 @@ func TestHTTPRunCountsAndVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res, dir
+}
+
+func TestHTTPRunCountsAndVerifies(t *testing.T) {
+	cfg := Config{Devices: 4, Tasks: 8, Commands: 150}
+	res, dir := runLocalHTTP(t, cfg)
 	checkCounts(t, res, cfg.Devices)
 	checkLedger(t, dir, res, cfg)
 }
@@ -180,18 +188,7 @@ func TestHTTPLoopsRunOnlyTheirCommands(t *testing.T) {
 	for _, loop := range []Loop{LoopRelease, LoopFull} {
 		t.Run(loop.String(), func(t *testing.T) {
 			cfg := Config{Devices: 3, Tasks: 6, Commands: 120, Loop: loop}
-			dir := t.TempDir()
-			ls, err := ServeLocal(dir, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := HTTPScenario(context.Background(), ls.URL, ls.AdminToken, cfg)
-			if cerr := ls.Close(); cerr != nil {
-				t.Errorf("close: %v", cerr)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, dir := runLocalHTTP(t, cfg)
 			checkLoopCounts(t, res, loop)
 			checkLedger(t, dir, res, cfg)
 			if want := map[Loop]string{LoopRelease: "claim → release loop", LoopFull: "full loop"}[loop]; !strings.Contains(res.Name, want) {

@@ -12,6 +12,19 @@ import (
 	"testing"
 )
 
+// countedServer starts h and counts the connections it accepts.
+func countedServer(h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	return srv, &conns
+}
+
 func rawFor(t *testing.T, srv *httptest.Server) *rawClient {
 	t.Helper()
 	h := NewHTTP(srv.URL, "", 1)
@@ -25,8 +38,7 @@ func rawFor(t *testing.T, srv *httptest.Server) *rawClient {
 // The raw client reads answers with a length, chunked or empty, sends the
 // headers and body given, and keeps one connection for a run of requests.
 func TestRawClientReadsEveryAnswerShape(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := countedServer(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		switch r.URL.Path {
 		case "/api/v1/echo":
@@ -40,13 +52,7 @@ func TestRawClientReadsEveryAnswerShape(t *testing.T) {
 		case "/api/v1/empty":
 			w.WriteHeader(http.StatusNoContent)
 		}
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
+	})
 	defer srv.Close()
 	rc := rawFor(t, srv)
 	var buf bytes.Buffer
@@ -73,19 +79,12 @@ func TestRawClientReadsEveryAnswerShape(t *testing.T) {
 // idle) is not used again; a request sent on a stale one goes again once
 // on a new connection.
 func TestRawClientLeavesClosedConnections(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := countedServer(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/close" {
 			w.Header().Set("Connection", "close")
 		}
 		w.Write([]byte("ok"))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
+	})
 	defer srv.Close()
 	rc := rawFor(t, srv)
 	var buf bytes.Buffer

@@ -167,20 +167,28 @@ func (p *strictParser) object(depth int) (map[string]any, error) {
 			return nil, err
 		}
 		obj[k] = v
-		p.space()
-		if p.i >= len(p.b) {
-			return nil, errMalformed
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return obj, nil
-		default:
-			return nil, errMalformed
+		if end, err := p.after('}'); end || err != nil {
+			return obj, err
 		}
 	}
+}
+
+// after reads what follows a member or an element: a comma (false) or
+// the closing delimiter (true); anything else is malformed.
+func (p *strictParser) after(closing byte) (bool, error) {
+	p.space()
+	if p.i >= len(p.b) {
+		return false, errMalformed
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case closing:
+		p.i++
+		return true, nil
+	}
+	return false, errMalformed
 }
 
 // array reads the elements after '['.
@@ -197,18 +205,8 @@ func (p *strictParser) array(depth int) ([]any, error) {
 			return nil, err
 		}
 		arr = append(arr, v)
-		p.space()
-		if p.i >= len(p.b) {
-			return nil, errMalformed
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return arr, nil
-		default:
-			return nil, errMalformed
+		if end, err := p.after(']'); end || err != nil {
+			return arr, err
 		}
 	}
 }
