@@ -40,16 +40,21 @@ func (s *Server) answerTask(c echo.Context, res commands.Result) error {
 	if res.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	var doc map[string]any
+	return s.sendTask(c, res.Record.TaskID, outcomeStatus(res.Record.Outcome))
+}
+
+// sendTask answers the task document of id as committed now.
+func (s *Server) sendTask(c echo.Context, id string, status int) error {
+	var w *jsonw
 	s.eng.ReadNow(func(st *projections.State, now int64) {
-		if t := st.Tasks[res.Record.TaskID]; t != nil {
-			doc = taskDocIn(st, t, now)
+		if t := st.Tasks[id]; t != nil {
+			w = writeTask(newJSONW(), st, t, now)
 		}
 	})
-	if doc == nil {
+	if w == nil {
 		return commands.ErrTaskNotFound
 	}
-	return c.JSON(outcomeStatus(res.Record.Outcome), doc)
+	return w.send(c, status)
 }
 
 func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[string]any) error {
@@ -86,7 +91,7 @@ func (s *Server) registerDevice(c echo.Context) error {
 		seen := map[string]bool{}
 		for _, v := range arr {
 			name, ok := v.(string)
-			if !ok || !checkName.MatchString(name) || seen[name] {
+			if !ok || !checkName(name) || seen[name] {
 				f.fail(invalid("field \"required_checks\" must hold distinct names [a-z0-9_]{1,32}"))
 				break
 			}
@@ -382,16 +387,7 @@ func (s *Server) putReferenceImage(c echo.Context) error {
 
 // getTask: GET /admin/tasks/{id}.
 func (s *Server) getTask(c echo.Context) error {
-	var doc map[string]any
-	s.eng.ReadNow(func(st *projections.State, now int64) {
-		if t := st.Tasks[c.Param("id")]; t != nil {
-			doc = taskDocIn(st, t, now)
-		}
-	})
-	if doc == nil {
-		return commands.ErrTaskNotFound
-	}
-	return c.JSON(http.StatusOK, doc)
+	return s.sendTask(c, c.Param("id"), http.StatusOK)
 }
 
 // listTasks: GET /admin/tasks?state=&device_id=&cursor=&limit=, newest first.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -111,6 +112,7 @@ type methodTable struct {
 
 type methodRoute struct {
 	segs    []string // ":x" matches one segment, "*" the rest
+	wild    bool     // segs holds a "*"
 	methods []string
 }
 
@@ -134,16 +136,16 @@ func (t *methodTable) build(e *echo.Echo) {
 			list = append(list, m)
 		}
 		sort.Strings(list)
-		t.routes = append(t.routes, methodRoute{segs: strings.Split(p, "/"), methods: list})
+		segs := strings.Split(p, "/")
+		t.routes = append(t.routes, methodRoute{segs: segs, wild: slices.Contains(segs, "*"), methods: list})
 	}
 }
 
 // allowed returns the methods of the routes matching path (nil: no route).
 func (t *methodTable) allowed(path string) []string {
-	segs := strings.Split(path, "/")
 	set := map[string]bool{}
 	for _, r := range t.routes {
-		if matchSegs(r.segs, segs) {
+		if matchPath(r.segs, path) {
 			for _, m := range r.methods {
 				set[m] = true
 			}
@@ -160,25 +162,45 @@ func (t *methodTable) allowed(path string) []string {
 	return out
 }
 
-func matchSegs(pat, segs []string) bool {
-	for i, p := range pat {
+// permits reports whether method may reach path: no route has the path,
+// or one that has it takes the method. It allocates nothing (every
+// request asks).
+func (t *methodTable) permits(path, method string) bool {
+	matched, n := false, strings.Count(path, "/")+1
+	for _, r := range t.routes {
+		if (r.wild || len(r.segs) == n) && matchPath(r.segs, path) { // without a "*", only as many segments match
+			if slices.Contains(r.methods, method) {
+				return true
+			}
+			matched = true
+		}
+	}
+	return !matched
+}
+
+// matchPath matches path's "/"-separated segments against a route's.
+func matchPath(pat []string, path string) bool {
+	rest, end := path, false
+	for _, p := range pat {
 		if p == "*" {
 			return true
 		}
-		if i >= len(segs) {
+		if end {
 			return false
 		}
+		seg, after, found := strings.Cut(rest, "/")
+		rest, end = after, !found
 		if strings.HasPrefix(p, ":") {
-			if segs[i] == "" {
+			if seg == "" {
 				return false
 			}
 			continue
 		}
-		if p != segs[i] {
+		if p != seg {
 			return false
 		}
 	}
-	return len(pat) == len(segs)
+	return end
 }
 
 // refuseMethod answers 405 method_not_allowed with Allow when the path is
@@ -187,15 +209,10 @@ func (s *Server) refuseMethod(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		s.methods.once.Do(func() { s.methods.build(s.echo) })
 		r := c.Request()
-		allow := s.methods.allowed(r.URL.Path)
-		if allow == nil {
+		if s.methods.permits(r.URL.Path, r.Method) {
 			return next(c)
 		}
-		for _, m := range allow {
-			if m == r.Method {
-				return next(c)
-			}
-		}
+		allow := s.methods.allowed(r.URL.Path)
 		c.Response().Header().Set("Allow", strings.Join(allow, ", "))
 		closeIfBody(c)
 		return errMethod

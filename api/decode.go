@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"taskledger/wire"
 	"time"
@@ -37,11 +38,16 @@ func parseStrict(body []byte) (map[string]any, error) {
 // name (exact case), and done() refuses the rest as unknown fields.
 type fields struct {
 	m    map[string]any
-	seen map[string]bool
+	seen []string // the names read (few: a list, not a map)
+	arr  [16]string
 	err  error
 }
 
-func newFields(m map[string]any) *fields { return &fields{m: m, seen: map[string]bool{}} }
+func newFields(m map[string]any) *fields {
+	f := &fields{m: m}
+	f.seen = f.arr[:0]
+	return f
+}
 
 func (f *fields) fail(err error) {
 	if f.err == nil {
@@ -51,7 +57,9 @@ func (f *fields) fail(err error) {
 
 // get returns the raw value; present is false for an absent key.
 func (f *fields) get(name string, required bool) (any, bool) {
-	f.seen[name] = true
+	if !slices.Contains(f.seen, name) {
+		f.seen = append(f.seen, name)
+	}
 	v, ok := f.m[name]
 	if !ok && required {
 		f.fail(invalid("missing field %q", name))
@@ -169,7 +177,7 @@ func (f *fields) done() error {
 		return f.err
 	}
 	for k := range f.m {
-		if !f.seen[k] {
+		if !slices.Contains(f.seen, k) {
 			return invalid("unknown field %q", k)
 		}
 	}
@@ -196,10 +204,10 @@ func formatTime(ms int64) string { return wire.FormatMillis(ms) }
 // isUUIDv4 reports whether s is a canonical lowercase UUIDv4.
 func isUUIDv4(s string) bool { return wire.IsUUID(s) }
 
-var (
-	checkName  = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
-	reasonCode = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
-)
+// checkName is a presence check's name: [a-z0-9_]{1,32}; reasonCode a
+// failure's reason code: [a-z0-9_]{1,64}.
+func checkName(s string) bool  { return nameChars.of(s, 1, 32) }
+func reasonCode(s string) bool { return nameChars.of(s, 1, 64) }
 
 // printable reports whether s is 1..max printable ASCII characters.
 func printable(s string, max int) bool {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -54,7 +53,7 @@ func (s *Server) presence(c echo.Context) error {
 	}
 	for k, v := range checks {
 		b, ok := v.(bool)
-		if !checkName.MatchString(k) || !ok {
+		if !checkName(k) || !ok {
 			return invalid("field \"checks\" must map names [a-z0-9_]{1,32} to booleans")
 		}
 		p.Checks[k] = b
@@ -66,16 +65,20 @@ func (s *Server) presence(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r := res.Value.(commands.PresenceReply)
-	var active any
+	return writePresence(newJSONW(), res.Value.(commands.PresenceReply), res.Now).send(c, http.StatusOK)
+}
+
+// writePresence writes a presence answer at server time now.
+func writePresence(w *jsonw, r commands.PresenceReply, now int64) *jsonw {
+	w.open().key("active_task_id")
 	if r.ActiveTaskID != "" {
-		active = r.ActiveTaskID
+		w.str(r.ActiveTaskID)
+	} else {
+		w.null()
 	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"server_time": formatTime(res.Now), "claimable": r.Claimable, "missing_checks": r.MissingChecks,
-		"presence_expires_at": formatTime(r.PresenceExpiresAt), "active_task_id": active,
-		"active_task_mismatch": r.ActiveTaskMismatch,
-	})
+	return w.key("active_task_mismatch").bool(r.ActiveTaskMismatch).key("claimable").bool(r.Claimable).
+		key("missing_checks").strs(r.MissingChecks).key("presence_expires_at").time(r.PresenceExpiresAt).
+		key("server_time").time(now).close()
 }
 
 // claimNext: POST /device/tasks/claim-next.
@@ -123,17 +126,16 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 		c.Response().Header().Set("Retry-After", "2")
 		return c.NoContent(http.StatusNoContent)
 	case rec.Outcome == projections.OutcomeRefused:
-		ae := toAPIError(commands.RecordedError(rec.Code))
-		return c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
+		return sendError(c, toAPIError(commands.RecordedError(rec.Code)))
 	case rec.EventType == string(events.EvTaskClaimed) || rec.EventType == string(events.EvTaskClaimResumed):
 		if res.Task == nil {
 			return commands.ErrInternal
 		}
-		return c.JSON(http.StatusOK, s.claimDoc(rec, res.Task))
+		return writeClaim(newJSONW(), rec, res.Task, s.eng.Config().ClaimSecret).send(c, http.StatusOK)
 	case rec.Reply != nil && rec.Reply.Evidence != nil:
-		return c.JSON(http.StatusCreated, evidenceDoc(*rec.Reply.Evidence))
+		return writeEvidence(newJSONW(), *rec.Reply.Evidence).send(c, http.StatusCreated)
 	}
-	return c.JSON(outcomeStatus(rec.Outcome), taskReplyDoc(rec.Reply))
+	return writeTaskReply(newJSONW(), rec.Reply).send(c, outcomeStatus(rec.Outcome))
 }
 
 func nullTime(ms int64) any {
@@ -143,42 +145,46 @@ func nullTime(ms int64) any {
 	return formatTime(ms)
 }
 
-func taskReplyDoc(r *projections.Reply) map[string]any {
-	doc := map[string]any{
-		"task_id": r.TaskID, "state": r.State, "version": r.Version, "claim_generation": r.Generation,
-		"server_time": formatTime(r.ServerTime), "lease_expires_at": nullTime(r.LeaseExpiresAt),
-		"cancel_requested": r.CancelRequested,
-	}
+// writeTaskReply writes a task command's answer.
+func writeTaskReply(w *jsonw, r *projections.Reply) *jsonw {
+	w.open().key("cancel_requested").bool(r.CancelRequested).key("claim_generation").uint(r.Generation)
 	if r.ExecutionID != "" {
-		doc["execution_id"] = r.ExecutionID
+		w.key("execution_id").str(r.ExecutionID)
 	}
+	w.key("lease_expires_at").nullTime(r.LeaseExpiresAt).key("server_time").time(r.ServerTime).key("state").str(r.State)
 	if r.Step != "" {
-		doc["step"] = r.Step
+		w.key("step").str(r.Step)
 	}
-	return doc
+	return w.key("task_id").str(r.TaskID).key("version").uint(r.Version).close()
 }
 
-// claimDoc renders a claim answer: the recorded claim and the claimed task
-// as read when the answer was built (see commands.ClaimedTask).
-func (s *Server) claimDoc(rec *projections.IdemRecord, t *commands.ClaimedTask) map[string]any {
+// writeClaim writes a claim answer: the recorded claim and the claimed
+// task as read when the answer was built (see commands.ClaimedTask);
+// secret derives a server-issued claim token.
+func writeClaim(w *jsonw, rec *projections.IdemRecord, t *commands.ClaimedTask, secret []byte) *jsonw {
 	r := rec.Reply
-	task := map[string]any{"id": r.TaskID, "payload": json.RawMessage(t.Payload), "revision": t.Revision,
-		"created_at": formatTime(t.CreatedAt)}
-	if t.HasImage {
-		task["reference_image_url"] = "/api/v1/device/tasks/" + r.TaskID + "/reference-image"
-	}
-	claim := map[string]any{"generation": r.Generation, "session_id": r.SessionID,
-		"lease_expires_at": formatTime(r.LeaseExpiresAt), "authorization_expires_at": formatTime(r.AuthorizationExpiresAt)}
+	w.open().key("claim").open().key("authorization_expires_at").time(r.AuthorizationExpiresAt).
+		key("generation").uint(r.Generation).key("lease_expires_at").time(r.LeaseExpiresAt).key("session_id").str(r.SessionID)
 	if t.Takeover == projections.TakeoverManual {
 		// Only then: the default answer keeps the contract's exact shape.
-		claim["takeover"] = t.Takeover
+		w.key("takeover").str(t.Takeover)
 	}
 	if r.TokenOrigin == events.TokenServer {
-		claim["token"] = commands.ServerToken(s.eng.Config().ClaimSecret, rec.DeviceID, r.TaskID, r.AuthorizationID, r.Generation, r.Nonce)
+		w.key("token").str(commands.ServerToken(secret, rec.DeviceID, r.TaskID, r.AuthorizationID, r.Generation, r.Nonce))
 	}
-	return map[string]any{"task": task, "claim": claim, "state": r.State, "version": r.Version,
-		"claim_generation": r.Generation, "server_time": formatTime(r.ServerTime),
-		"lease_expires_at": formatTime(r.LeaseExpiresAt)}
+	w.close().key("claim_generation").uint(r.Generation).key("lease_expires_at").time(r.LeaseExpiresAt).
+		key("server_time").time(r.ServerTime).key("state").str(r.State).
+		key("task").open().key("created_at").time(t.CreatedAt).key("id").str(r.TaskID).key("payload").raw(t.Payload)
+	if t.HasImage {
+		w.key("reference_image_url").str("/api/v1/device/tasks/" + r.TaskID + "/reference-image")
+	}
+	return w.key("revision").uint(t.Revision).close().key("version").uint(r.Version).close()
+}
+
+// writeEvidence writes an evidence item.
+func writeEvidence(w *jsonw, e projections.Evidence) *jsonw {
+	return w.open().key("captured_at").time(e.CapturedAt).key("evidence_id").str(e.ID).key("kind").str(e.Kind).
+		key("sha256").str(e.SHA256).key("size").int(e.Size).close()
 }
 
 func evidenceDoc(e projections.Evidence) map[string]any {
@@ -235,7 +241,7 @@ func (s *Server) taskCall(op string) echo.HandlerFunc {
 		case commands.OpFail:
 			cmd.ReasonCode = f.str("reason_code", true)
 			cmd.Detail = f.str("detail", true)
-			if f.err == nil && !reasonCode.MatchString(cmd.ReasonCode) {
+			if f.err == nil && !reasonCode(cmd.ReasonCode) {
 				f.fail(invalid("field \"reason_code\" must match [a-z0-9_]{1,64}"))
 			}
 			if len(cmd.Detail) > 256 {

@@ -1,12 +1,14 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // canonicalJSON writes v (as parsed by parseStrict) in the JSON
@@ -51,11 +53,12 @@ func writeCanonical(b *strings.Builder, v any) error {
 		}
 		b.WriteByte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(t))
+		var arr [16]string
+		keys := arr[:0]
 		for k := range t {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool { return lessUTF16(keys[i], keys[j]) })
+		slices.SortFunc(keys, cmpUTF16)
 		b.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {
@@ -74,21 +77,50 @@ func writeCanonical(b *strings.Builder, v any) error {
 	return nil
 }
 
-func lessUTF16(a, b string) bool {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			return ua[i] < ub[i]
+// cmpUTF16 orders strings by their UTF-16 code units (RFC 8785's key
+// order) without converting them: runes are compared by their first code
+// unit, and two supplementary runes with the same high surrogate by the
+// low one. Invalid UTF-8 reads as U+FFFD, as a conversion to []rune does.
+func cmpUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			ha, la := utf16Units(ra)
+			hb, lb := utf16Units(rb)
+			if ha != hb {
+				return cmp.Compare(ha, hb)
+			}
+			return cmp.Compare(la, lb)
 		}
+		a, b = a[na:], b[nb:]
 	}
-	return len(ua) < len(ub)
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Units returns r's UTF-16 code units (the second 0 for a BMP rune).
+func utf16Units(r rune) (rune, rune) {
+	if r < 0x10000 {
+		return r, 0
+	}
+	return utf16.EncodeRune(r)
 }
 
 func writeCanonicalString(b *strings.Builder, s string) {
 	const hex = "0123456789abcdef"
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // each invalid byte becomes U+FFFD
+	}
 	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
+	plain := 0 // s[plain:i] needs no escape: written in one piece
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue // UTF-8 of runes ≥ U+0080 included: written as it is
+		}
+		b.WriteString(s[plain:i])
+		plain = i + 1
+		switch c {
 		case '"':
 			b.WriteString(`\"`)
 		case '\\':
@@ -104,15 +136,12 @@ func writeCanonicalString(b *strings.Builder, s string) {
 		case '\t':
 			b.WriteString(`\t`)
 		default:
-			if r < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[r>>4])
-				b.WriteByte(hex[r&0xf])
-			} else {
-				b.WriteRune(r)
-			}
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
 		}
 	}
+	b.WriteString(s[plain:])
 	b.WriteByte('"')
 }
 

@@ -170,3 +170,82 @@ func fixBody(m map[string]any) {
 		}
 	}
 }
+
+// writeTask writes taskDocIn(st, t, now) with jsonw, keys in sorted order
+// (the answers of create, cancel and the other admin task commands, and
+// of GET /admin/tasks/{id}); TestTaskAnswerIsTheTaskDocument holds it to
+// the map.
+func writeTask(w *jsonw, st *projections.State, t *projections.Task, now int64) *jsonw {
+	w.open().key("authorization")
+	if a := t.Auth; a != nil {
+		w.open().key("expires_at").time(a.ExpiresAt).key("id").str(a.ID).key("revision").uint(a.Revision).
+			key("status").str(authStatus(t, now)).key("takeover").str(takeoverName(a.Takeover)).close()
+	} else {
+		w.null()
+	}
+	w.key("cancel_requested").bool(t.CancelRequested).key("claim")
+	if cl := t.Claim; cl != nil {
+		w.open().key("device_id").str(cl.DeviceID).key("generation").uint(cl.Generation).
+			key("lease_expires_at").time(cl.LeaseExpiresAt).key("session_id").str(cl.SessionID).
+			key("token_origin").str(cl.TokenOrigin).close()
+	} else {
+		w.null()
+	}
+	w.key("created_at").time(t.CreatedAt).key("evidence").open0('[')
+	for _, e := range t.Evidence {
+		writeEvidence(w, e)
+	}
+	w.close0(']').key("execution")
+	if x := t.Exec; x != nil {
+		w.open().key("id").str(x.ID).key("last_seen_at").time(x.Seen()).key("lease_expires_at").time(x.Lease()).
+			key("started_at").time(x.StartedAt).key("step")
+		if x.Step != "" {
+			w.str(x.Step)
+		} else {
+			w.null()
+		}
+		w.close()
+	} else {
+		w.null()
+	}
+	w.key("failure")
+	if f := t.Failure; f != nil {
+		w.open().key("detail").str(f.Detail).key("reason_code").str(f.ReasonCode).close()
+	} else {
+		w.null()
+	}
+	w.key("id").str(t.ID).key("late_reports").open0('[')
+	for _, l := range t.LateReports {
+		w.open().key("at").time(l.At).key("claim_generation").uint(l.Generation)
+		if l.Outcome != commands.OpComplete {
+			w.key("detail").str(l.Detail)
+		}
+		w.key("device_id").str(l.DeviceID).key("execution_id").str(l.ExecutionID).key("outcome").str(l.Outcome)
+		if l.Outcome == commands.OpComplete {
+			w.key("result").raw(l.Result)
+		} else {
+			w.key("reason_code").str(l.ReasonCode)
+		}
+		w.close()
+	}
+	w.close0(']').key("needs_operator").bool(st.NeedsOperator(t, now)).key("payload").raw(t.Payload).key("recovery")
+	if r := t.Recovery; r != nil {
+		w.open().key("at").time(r.At).key("decision").str(r.Decision).key("reason").str(r.Reason).close()
+	} else {
+		w.null()
+	}
+	w.key("reference_image")
+	if im := t.Image; im != nil {
+		w.open().key("sha256").str(im.SHA256).key("size").int(im.Size).close()
+	} else {
+		w.null()
+	}
+	w.key("result")
+	if t.Result != nil {
+		w.raw(*t.Result)
+	} else {
+		w.null()
+	}
+	return w.key("revision").uint(t.Revision).key("state").str(string(t.State)).key("updated_at").time(t.UpdatedAt).
+		key("version").uint(t.Version).close()
+}

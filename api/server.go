@@ -236,7 +236,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae.Status == http.StatusInternalServerError {
 		s.log.Error().Err(err).Str("route", c.Path()).Msg("internal error")
 	}
-	_ = c.JSON(ae.Status, map[string]string{"code": ae.Code, "message": ae.Message})
+	_ = sendError(c, ae)
 }
 
 const (

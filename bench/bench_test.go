@@ -16,6 +16,13 @@ import (
 // released or canceled, and each started task was canceled and replaced.
 func checkCounts(t *testing.T, res *Result, devices int) {
 	t.Helper()
+	checkLoopCounts(t, res, LoopMix)
+}
+
+// checkLoopCounts is checkCounts for a run of the given loop: the mix
+// exercises both loops, the others only their own.
+func checkLoopCounts(t *testing.T, res *Result, loop Loop) {
+	t.Helper()
 	if res.Errors != 0 {
 		t.Fatalf("%d errors, first: %v", res.Errors, res.FirstError)
 	}
@@ -23,8 +30,19 @@ func checkCounts(t *testing.T, res *Result, devices int) {
 	if n(OpClaimEmpty) != 0 {
 		t.Errorf("%d claims found no task with a pool of twice the devices", n(OpClaimEmpty))
 	}
-	if n(OpClaim) == 0 || n(OpRelease) == 0 || n(OpStart) == 0 {
-		t.Fatalf("the run did not exercise both loops: %+v", res.PerOp)
+	switch loop {
+	case LoopMix:
+		if n(OpClaim) == 0 || n(OpRelease) == 0 || n(OpStart) == 0 {
+			t.Fatalf("the run did not exercise both loops: %+v", res.PerOp)
+		}
+	case LoopRelease:
+		if n(OpClaim) == 0 || n(OpStart) != 0 {
+			t.Fatalf("a claim → release run with %d claims and %d starts: %+v", n(OpClaim), n(OpStart), res.PerOp)
+		}
+	case LoopFull:
+		if n(OpClaim) == 0 || n(OpRelease) != 0 {
+			t.Fatalf("a full-loop run with %d claims and %d releases: %+v", n(OpClaim), n(OpRelease), res.PerOp)
+		}
 	}
 	if n(OpClaim) != n(OpRelease)+n(OpStart) {
 		t.Errorf("claims %d != releases %d + starts %d", n(OpClaim), n(OpRelease), n(OpStart))
@@ -138,8 +156,10 @@ func TestInProcessRunWithStepEachHeartbeat(t *testing.T) {
 	checkLedger(t, dir, res, cfg)
 }
 
-func TestHTTPRunCountsAndVerifies(t *testing.T) {
-	cfg := Config{Devices: 4, Tasks: 8, Commands: 150}
+// runLocalHTTP runs the HTTP scenario against a server in this process
+// (manual clock) and returns its result and ledger directory.
+func runLocalHTTP(t *testing.T, cfg Config) (*Result, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ls, err := ServeLocal(dir, true)
 	if err != nil {
@@ -152,8 +172,43 @@ func TestHTTPRunCountsAndVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res, dir
+}
+
+func TestHTTPRunCountsAndVerifies(t *testing.T) {
+	cfg := Config{Devices: 4, Tasks: 8, Commands: 150}
+	res, dir := runLocalHTTP(t, cfg)
 	checkCounts(t, res, cfg.Devices)
 	checkLedger(t, dir, res, cfg)
+}
+
+// Each loop runs only its own commands, names itself in its line, and
+// leaves a ledger that verifies and holds exactly what the counts say.
+func TestHTTPLoopsRunOnlyTheirCommands(t *testing.T) {
+	for _, loop := range []Loop{LoopRelease, LoopFull} {
+		t.Run(loop.String(), func(t *testing.T) {
+			cfg := Config{Devices: 3, Tasks: 6, Commands: 120, Loop: loop}
+			res, dir := runLocalHTTP(t, cfg)
+			checkLoopCounts(t, res, loop)
+			checkLedger(t, dir, res, cfg)
+			if want := map[Loop]string{LoopRelease: "claim → release loop", LoopFull: "full loop"}[loop]; !strings.Contains(res.Name, want) {
+				t.Errorf("name %q lacks %q", res.Name, want)
+			}
+		})
+	}
+}
+
+func TestParseLoop(t *testing.T) {
+	for _, l := range []Loop{LoopMix, LoopRelease, LoopFull} {
+		if got, err := ParseLoop(l.String()); err != nil || got != l {
+			t.Errorf("ParseLoop(%q) = %v, %v", l, got, err)
+		}
+	}
+	for _, bad := range []string{"", "Mix", "all", "release "} {
+		if _, err := ParseLoop(bad); err == nil || !strings.Contains(err.Error(), "want mix, release or full") {
+			t.Errorf("ParseLoop(%q): %v", bad, err)
+		}
+	}
 }
 
 func TestRawBaselinesCount(t *testing.T) {
@@ -171,5 +226,24 @@ func TestRawBaselinesCount(t *testing.T) {
 	}
 	if gc.Durable != 200 || gc.Errors != 0 {
 		t.Errorf("group commit: %d durable, %d errors, want 200 and 0", gc.Durable, gc.Errors)
+	}
+}
+
+// The HTTP driver's idempotency keys are canonical UUIDv4s, distinct
+// within a driver and between drivers.
+func TestHTTPKeysAreDistinctUUIDs(t *testing.T) {
+	a, b := newKeySource(), newKeySource()
+	seen := map[string]bool{}
+	for range 5000 {
+		for _, k := range []string{a.next(), b.next()} {
+			if !wire.IsUUID(k) || seen[k] {
+				t.Fatalf("key %q: a UUIDv4 %v, seen before %v", k, wire.IsUUID(k), seen[k])
+			}
+			seen[k] = true
+		}
+	}
+	a.n.Store(1<<63 - 1)
+	if k := a.next(); !wire.IsUUID(k) {
+		t.Errorf("a large counter gives %q", k)
 	}
 }

@@ -3,22 +3,34 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 )
 
-// HTTP drives a running server through the api.md contract.
+// HTTP drives a running server through the api.md contract. The
+// generator shares the machine with the server it measures, so each
+// request costs it little: bodies are appended into pooled buffers,
+// answers read into them, idempotency keys counted rather than drawn, and
+// requests go to the keep-alive transport directly (no client timeout
+// timer; the run's context bounds them).
 type HTTP struct {
 	Base       string // e.g. http://127.0.0.1:8080 (without /api/v1)
 	AdminToken string
 	Client     *http.Client
+	api        string // Base + "/api/v1"
+	keys       *keySource
+	raw        *rawClient // http:// servers (nil: Client)
 }
 
 // NewHTTP returns a driver with a keep-alive client sized for conns
@@ -30,54 +42,160 @@ func NewHTTP(base, adminToken string, conns int) *HTTP {
 		MaxIdleConnsPerHost: conns + 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &HTTP{Base: strings.TrimSuffix(base, "/"), AdminToken: adminToken,
-		Client: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+	base = strings.TrimSuffix(base, "/")
+	h := &HTTP{Base: base, AdminToken: adminToken, Client: &http.Client{Transport: tr}, api: base + "/api/v1",
+		keys: newKeySource()}
+	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && u.User == nil && u.RawQuery == "" {
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		h.raw = &rawClient{addr: addr, host: u.Host, prefix: u.Path + "/api/v1"}
+	}
+	return h
 }
 
-// send posts body as JSON and decodes a JSON answer into out when the
+// Close closes the driver's idle connections.
+func (h *HTTP) Close() {
+	h.Client.CloseIdleConnections()
+	if h.raw != nil {
+		h.raw.close()
+	}
+}
+
+// keySource issues idempotency keys in the shape of a UUIDv4: 48 random
+// bits drawn once per driver (so runs against the same server never
+// collide), then a counter.
+type keySource struct {
+	prefix [14]byte // "xxxxxxxx-xxxx-"
+	n      atomic.Uint64
+}
+
+func newKeySource() *keySource {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	k := &keySource{}
+	const hex = "0123456789abcdef"
+	j := 0
+	for i, b := range r {
+		if i == 4 {
+			k.prefix[j] = '-'
+			j++
+		}
+		k.prefix[j], k.prefix[j+1] = hex[b>>4], hex[b&15]
+		j += 2
+	}
+	k.prefix[13] = '-'
+	return k
+}
+
+// next returns a new key: prefix + "4ccc-8ccc-cccccccccccc" (c: counter).
+func (k *keySource) next() string {
+	var b [36]byte
+	copy(b[:], k.prefix[:])
+	copy(b[14:], "4000-8000-000000000000")
+	n := k.n.Add(1)
+	for i := 35; n > 0 && i > 14; i-- {
+		switch i {
+		case 18, 19, 23: // '-', '4'…'8' of version and variant
+			continue
+		}
+		b[i] = "0123456789abcdef"[n&15]
+		n >>= 4
+	}
+	return string(b[:])
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// post sends body as JSON and decodes a JSON answer into out when the
 // status is want; any other status is an error naming the answer's code.
-func (h *HTTP) send(ctx context.Context, path, token string, body any, hdr map[string]string, want int, out any) (int, error) {
-	raw, err := json.Marshal(body)
+// key and claimToken are sent when not empty.
+func (h *HTTP) post(ctx context.Context, path, token string, body []byte, key, claimToken string, want int, out any) (int, error) {
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	var arr [8]string
+	hdr := append(arr[:0], "Authorization", "Bearer "+token, "Content-Type", "application/json")
+	if key != "" {
+		hdr = append(hdr, "Idempotency-Key", key)
+	}
+	if claimToken != "" {
+		hdr = append(hdr, "X-Claim-Token", claimToken)
+	}
+	status, err := h.roundTrip(ctx, path, hdr, body, buf)
 	if err != nil {
-		return 0, err
+		return status, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.Base+"/api/v1"+path, bytes.NewReader(raw))
-	if err != nil {
-		return 0, err
+	data := buf.Bytes()
+	if status == http.StatusNoContent && want == http.StatusOK && strings.HasSuffix(path, "/claim-next") {
+		return status, nil
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := h.Client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		return res.StatusCode, err
-	}
-	if res.StatusCode == http.StatusNoContent && want == http.StatusOK && strings.HasSuffix(path, "/claim-next") {
-		return res.StatusCode, nil
-	}
-	if res.StatusCode != want {
+	if status != want {
 		var e struct {
 			Code string `json:"code"`
 		}
 		_ = json.Unmarshal(data, &e)
-		return res.StatusCode, fmt.Errorf("%w: POST %s: %d %s", ErrUnexpected, path, res.StatusCode, e.Code)
+		return status, fmt.Errorf("%w: POST %s: %d %s", ErrUnexpected, path, status, e.Code)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return res.StatusCode, fmt.Errorf("%w: POST %s: %v", ErrUnexpected, path, err)
+			return status, fmt.Errorf("%w: POST %s: %v", ErrUnexpected, path, err)
 		}
 	}
-	return res.StatusCode, nil
+	return status, nil
 }
 
-func newKey() map[string]string { return map[string]string{"Idempotency-Key": uuid.NewString()} }
+// roundTrip sends the POST through the raw client (http://) or the
+// transport and reads the answer's body into buf.
+func (h *HTTP) roundTrip(ctx context.Context, path string, hdr []string, body []byte, buf *bytes.Buffer) (int, error) {
+	if h.raw != nil {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return h.raw.post(h.raw.prefix+path, hdr, body, buf)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.api+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = make(http.Header, len(hdr)/2)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header[hdr[i]] = []string{hdr[i+1]}
+	}
+	res, err := h.Client.Transport.RoundTrip(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	_, err = buf.ReadFrom(res.Body)
+	return res.StatusCode, err
+}
+
+// body appends a JSON object's members: pairs of a key and a value that
+// is a string, a uint64 or a bool (the generator's bodies need no more).
+func body(pairs ...any) []byte {
+	b := make([]byte, 0, 192)
+	b = append(b, '{')
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, pairs[i].(string))
+		b = append(b, ':')
+		switch v := pairs[i+1].(type) {
+		case string:
+			b = strconv.AppendQuote(b, v) // the generator's strings are plain ASCII
+		case uint64:
+			b = strconv.AppendUint(b, v, 10)
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case json.RawMessage:
+			b = append(b, v...)
+		}
+	}
+	return append(b, '}')
+}
 
 // RegisterDevice implements Driver.
 func (h *HTTP) RegisterDevice(ctx context.Context) (*Device, error) {
@@ -86,33 +204,38 @@ func (h *HTTP) RegisterDevice(ctx context.Context) (*Device, error) {
 		OwnerID  string `json:"owner_id"`
 		Token    string `json:"token"`
 	}
-	_, err := h.send(ctx, "/admin/devices", h.AdminToken,
-		map[string]any{"owner_id": uuid.NewString(), "name": "bench-device", "required_checks": []string{"accessibility_connected", "target_app_installed"}},
-		newKey(), http.StatusCreated, &out)
+	_, err := h.post(ctx, "/admin/devices", h.AdminToken,
+		body("owner_id", uuid.NewString(), "name", "bench-device",
+			"required_checks", json.RawMessage(`["accessibility_connected","target_app_installed"]`)),
+		h.keys.next(), "", http.StatusCreated, &out)
 	if err != nil {
 		return nil, err
 	}
 	return &Device{ID: out.DeviceID, OwnerID: out.OwnerID, Token: out.Token, Session: uuid.NewString()}, nil
 }
 
+// createBody is every created task's body.
+var createBody = body("payload", json.RawMessage(taskPayload), "authorize", json.RawMessage(`{"ttl_seconds":86400}`))
+
 // CreateTask implements Driver.
 func (h *HTTP) CreateTask(ctx context.Context) (string, error) {
 	var out struct {
 		ID string `json:"id"`
 	}
-	_, err := h.send(ctx, "/admin/tasks", h.AdminToken,
-		map[string]any{"payload": json.RawMessage(taskPayload), "authorize": map[string]any{"ttl_seconds": 86400}},
-		newKey(), http.StatusCreated, &out)
+	_, err := h.post(ctx, "/admin/tasks", h.AdminToken, createBody, h.keys.next(), "", http.StatusCreated, &out)
 	return out.ID, err
 }
+
+// presenceChecks is requiredChecks as JSON.
+var presenceChecks = func() json.RawMessage { b, _ := json.Marshal(requiredChecks); return b }()
 
 // Presence implements Driver.
 func (h *HTTP) Presence(ctx context.Context, d *Device) error {
 	var out struct {
 		Claimable bool `json:"claimable"`
 	}
-	_, err := h.send(ctx, "/device/heartbeat", d.Token, map[string]any{"device_id": d.ID, "app_version": "1.0.0",
-		"os_version": "Android 14", "target_app_version": "7.1.0", "checks": requiredChecks}, nil, http.StatusOK, &out)
+	_, err := h.post(ctx, "/device/heartbeat", d.Token, body("device_id", d.ID, "app_version", "1.0.0",
+		"os_version", "Android 14", "target_app_version", "7.1.0", "checks", presenceChecks), "", "", http.StatusOK, &out)
 	if err == nil && !out.Claimable {
 		err = fmt.Errorf("%w: presence not claimable", ErrUnexpected)
 	}
@@ -134,26 +257,21 @@ type taskAnswer struct {
 // Claim implements Driver.
 func (h *HTTP) Claim(ctx context.Context, d *Device) (*Claim, error) {
 	tok := NewClaimToken()
-	hdr := newKey()
-	hdr["X-Claim-Token"] = tok
 	var out taskAnswer
-	status, err := h.send(ctx, "/device/tasks/claim-next", d.Token,
-		map[string]any{"device_id": d.ID, "session_id": d.Session}, hdr, http.StatusOK, &out)
+	status, err := h.post(ctx, "/device/tasks/claim-next", d.Token, body("device_id", d.ID, "session_id", d.Session),
+		h.keys.next(), tok, http.StatusOK, &out)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err
 	}
 	return &Claim{TaskID: out.Task.ID, Token: tok, Generation: out.Generation, Version: out.Version}, nil
 }
 
-func (h *HTTP) call(ctx context.Context, op string, d *Device, c *Claim, extra map[string]any) (*taskAnswer, error) {
-	body := map[string]any{"device_id": d.ID, "claim_generation": c.Generation}
-	for k, v := range extra {
-		body[k] = v
-	}
-	hdr := newKey()
-	hdr["X-Claim-Token"] = c.Token
+// call sends a task-scoped command: device_id, claim_generation and the
+// extra members.
+func (h *HTTP) call(ctx context.Context, op string, d *Device, c *Claim, extra ...any) (*taskAnswer, error) {
 	var out taskAnswer
-	if _, err := h.send(ctx, "/device/tasks/"+c.TaskID+"/"+op, d.Token, body, hdr, http.StatusOK, &out); err != nil {
+	b := body(append([]any{"device_id", d.ID, "claim_generation", c.Generation}, extra...)...)
+	if _, err := h.post(ctx, "/device/tasks/"+c.TaskID+"/"+op, d.Token, b, h.keys.next(), c.Token, http.StatusOK, &out); err != nil {
 		return nil, err
 	}
 	c.Version = out.Version
@@ -162,13 +280,13 @@ func (h *HTTP) call(ctx context.Context, op string, d *Device, c *Claim, extra m
 
 // Release implements Driver.
 func (h *HTTP) Release(ctx context.Context, d *Device, c *Claim) error {
-	_, err := h.call(ctx, "release", d, c, map[string]any{"expected_version": c.Version})
+	_, err := h.call(ctx, "release", d, c, "expected_version", c.Version)
 	return err
 }
 
 // Start implements Driver.
 func (h *HTTP) Start(ctx context.Context, d *Device, c *Claim) error {
-	out, err := h.call(ctx, "start", d, c, map[string]any{"expected_version": c.Version})
+	out, err := h.call(ctx, "start", d, c, "expected_version", c.Version)
 	if err == nil {
 		c.ExecutionID = out.ExecutionID
 	}
@@ -177,22 +295,24 @@ func (h *HTTP) Start(ctx context.Context, d *Device, c *Claim) error {
 
 // Heartbeat implements Driver.
 func (h *HTTP) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, error) {
-	out, err := h.call(ctx, "heartbeat", d, c, map[string]any{"execution_id": c.ExecutionID, "step": c.Step})
+	out, err := h.call(ctx, "heartbeat", d, c, "execution_id", c.ExecutionID, "step", c.Step)
 	if err != nil {
 		return false, err
 	}
 	return out.CancelRequested, nil
 }
 
+// cancelBody is every operator cancel's body.
+var cancelBody = body("reason", "bench")
+
 // Cancel implements Driver.
 func (h *HTTP) Cancel(ctx context.Context, taskID string) error {
-	_, err := h.send(ctx, "/admin/tasks/"+taskID+"/cancel", h.AdminToken, map[string]any{"reason": "bench"},
-		newKey(), http.StatusOK, nil)
+	_, err := h.post(ctx, "/admin/tasks/"+taskID+"/cancel", h.AdminToken, cancelBody, h.keys.next(), "", http.StatusOK, nil)
 	return err
 }
 
 // CancelAck implements Driver.
 func (h *HTTP) CancelAck(ctx context.Context, d *Device, c *Claim) error {
-	_, err := h.call(ctx, "cancel-ack", d, c, map[string]any{"execution_id": c.ExecutionID, "expected_version": c.Version})
+	_, err := h.call(ctx, "cancel-ack", d, c, "execution_id", c.ExecutionID, "expected_version", c.Version)
 	return err
 }

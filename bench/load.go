@@ -17,9 +17,11 @@ type Config struct {
 	// Commands, when > 0, also ends the run once about this many commands
 	// were issued (Go benchmarks and tests use it instead of Duration).
 	Commands int
+	// Loop chooses the loops the devices run (default LoopMix).
+	Loop Loop
 	// ReleaseEvery makes every ReleaseEvery-th loop of a device a
-	// claim → release loop; the others start, heartbeat and are canceled.
-	// Default 2 (alternate); 1 releases always.
+	// claim → release loop under LoopMix; the others start, heartbeat and
+	// are canceled. Default 2 (alternate); 1 releases always.
 	ReleaseEvery int
 	// Heartbeats before the operator cancels (default 2); one more
 	// heartbeat then sees cancel_requested.
@@ -63,6 +65,47 @@ func (c *Config) defaults() {
 	if c.SetupWorkers <= 0 {
 		c.SetupWorkers = 64
 	}
+}
+
+// Loop is the loop a run's devices go through.
+type Loop int
+
+// The loops.
+const (
+	// LoopMix alternates the two loops (every ReleaseEvery-th a release):
+	// the benchmark's command mix.
+	LoopMix Loop = iota
+	// LoopRelease is claim → release only (two commands a loop).
+	LoopRelease
+	// LoopFull is the full loop only: claim, start, heartbeats, the
+	// operator's cancel, the last heartbeat, cancel-ack and the
+	// replacement task.
+	LoopFull
+)
+
+var loopNames = [...]string{LoopMix: "mix", LoopRelease: "release", LoopFull: "full"}
+
+func (l Loop) String() string { return loopNames[l] }
+
+// ParseLoop reads a loop's name (mix, release or full).
+func ParseLoop(s string) (Loop, error) {
+	for l, name := range loopNames {
+		if s == name {
+			return Loop(l), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown loop %q: want mix, release or full", s)
+}
+
+// releases reports whether a device's n-th loop is a claim → release loop.
+func (c *Config) releases(n int) bool {
+	switch c.Loop {
+	case LoopRelease:
+		return true
+	case LoopFull:
+		return false
+	}
+	return n%c.ReleaseEvery == 0
 }
 
 // Setup registers the devices, creates the task pool and sends each
@@ -140,7 +183,7 @@ func Run(ctx context.Context, drv Driver, devs []*Device, cfg Config, name strin
 			defer wg.Done()
 			dv := &device{drv: drv, d: d, rec: rec, cfg: &cfg, issued: &issued, presenceAt: start}
 			for n := offset; !stop(); n++ {
-				if err := dv.loop(ctx, n%cfg.ReleaseEvery == 0); err != nil {
+				if err := dv.loop(ctx, cfg.releases(n)); err != nil {
 					rec.fail(err)
 					return // a device that saw an error leaves the run
 				}

@@ -59,16 +59,28 @@ func InProcessScenario(ctx context.Context, dir string, cfg Config) (*Result, er
 }
 
 // HTTPScenario registers cfg.Devices devices and the task pool on the
-// server at base and drives them over HTTP.
+// server at base and drives them over HTTP through cfg.Loop.
 func HTTPScenario(ctx context.Context, base, adminToken string, cfg Config) (*Result, error) {
 	cfg.defaults()
 	drv := NewHTTP(base, adminToken, cfg.Devices)
-	defer drv.Client.CloseIdleConnections()
+	defer drv.Close()
 	devs, err := Setup(ctx, drv, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return Run(ctx, drv, devs, cfg, fmt.Sprintf("http, %d devices", len(devs))), nil
+	return Run(ctx, drv, devs, cfg, fmt.Sprintf("http, %d devices", len(devs))+cfg.Loop.label()), nil
+}
+
+// label names a loop in a result line ("" for the mix, whose lines keep
+// their name so that runs before and after compare).
+func (l Loop) label() string {
+	switch l {
+	case LoopRelease:
+		return ", claim → release loop"
+	case LoopFull:
+		return ", full loop"
+	}
+	return ""
 }
 
 // LocalServer is a node served over loopback HTTP in this process.

@@ -1,12 +1,13 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -35,7 +36,10 @@ type Strict struct {
 	RefuseLoneSurrogates bool
 }
 
-// ParseStrict parses b under the strict rules and the options of s.
+// ParseStrict parses b under the strict rules and the options of s: the
+// text is checked for UTF-8 and lone surrogates, then read in one pass
+// (parser) that accepts exactly RFC 8259's grammar, as encoding/json
+// does, and decodes strings as encoding/json does.
 func (s Strict) ParseStrict(b []byte) (map[string]any, error) {
 	if !utf8.Valid(b) {
 		return nil, strictErr("body is not valid UTF-8")
@@ -43,13 +47,12 @@ func (s Strict) ParseStrict(b []byte) (map[string]any, error) {
 	if s.RefuseLoneSurrogates && HasLoneSurrogate(b) {
 		return nil, strictErr("body holds a lone UTF-16 surrogate escape")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	v, err := s.value(dec, 0)
+	p := strictParser{b: b, maxDepth: s.MaxDepth}
+	v, err := p.value(0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if p.space(); p.i != len(p.b) {
 		return nil, strictErr("unexpected data after the JSON value")
 	}
 	obj, ok := v.(map[string]any)
@@ -59,65 +62,279 @@ func (s Strict) ParseStrict(b []byte) (map[string]any, error) {
 	return obj, nil
 }
 
-func (s Strict) value(dec *json.Decoder, depth int) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, strictErr("malformed JSON")
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil
-	}
-	if s.MaxDepth > 0 && depth+1 > s.MaxDepth {
-		return nil, strictErr("JSON nested too deeply")
-	}
-	switch d {
-	case '{':
-		return s.object(dec, depth+1)
-	case '[':
-		arr := []any{}
-		for dec.More() {
-			v, err := s.value(dec, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		if _, err := dec.Token(); err != nil {
-			return nil, strictErr("malformed JSON")
-		}
-		return arr, nil
-	}
-	return nil, strictErr("malformed JSON")
+var errMalformed = &StrictError{Msg: "malformed JSON"}
+
+// strictParser reads one JSON value from b at i.
+type strictParser struct {
+	b        []byte
+	i        int
+	maxDepth int
 }
 
-func (s Strict) object(dec *json.Decoder, depth int) (map[string]any, error) {
-	obj := map[string]any{}
-	folded := map[string]bool{}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return nil, strictErr("malformed JSON")
+func (p *strictParser) space() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
 		}
-		k, ok := kt.(string)
-		if !ok {
-			return nil, strictErr("malformed JSON")
+	}
+}
+
+// value reads a value inside depth containers.
+func (p *strictParser) value(depth int) (any, error) {
+	p.space()
+	if p.i >= len(p.b) {
+		return nil, errMalformed
+	}
+	switch c := p.b[p.i]; {
+	case c == '{' || c == '[':
+		if p.maxDepth > 0 && depth+1 > p.maxDepth {
+			return nil, strictErr("JSON nested too deeply")
+		}
+		p.i++
+		if c == '{' {
+			return p.object(depth + 1)
+		}
+		return p.array(depth + 1)
+	case c == '"':
+		return p.str()
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	}
+	return nil, errMalformed
+}
+
+func (p *strictParser) literal(word string) error {
+	if len(p.b)-p.i < len(word) || string(p.b[p.i:p.i+len(word)]) != word {
+		return errMalformed
+	}
+	p.i += len(word)
+	return nil
+}
+
+// object reads the members after '{'; keys equal up to case (as
+// strings.ToLower folds them) are refused.
+func (p *strictParser) object(depth int) (map[string]any, error) {
+	obj := map[string]any{}
+	var folded []string // the keys so far, lower case
+	var foldedSet map[string]bool
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return obj, nil
+	}
+	for {
+		p.space()
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return nil, errMalformed
+		}
+		k, err := p.str()
+		if err != nil {
+			return nil, err
 		}
 		lk := strings.ToLower(k)
-		if folded[lk] {
-			return nil, strictErr("duplicate key %q", k)
+		if foldedSet != nil {
+			if foldedSet[lk] {
+				return nil, strictErr("duplicate key %q", k)
+			}
+			foldedSet[lk] = true
+		} else {
+			if slices.Contains(folded, lk) {
+				return nil, strictErr("duplicate key %q", k)
+			}
+			if folded = append(folded, lk); len(folded) > 16 {
+				foldedSet = make(map[string]bool, 2*len(folded))
+				for _, f := range folded {
+					foldedSet[f] = true
+				}
+			}
 		}
-		folded[lk] = true
-		v, err := s.value(dec, depth)
+		p.space()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return nil, errMalformed
+		}
+		p.i++
+		v, err := p.value(depth)
 		if err != nil {
 			return nil, err
 		}
 		obj[k] = v
+		if end, err := p.after('}'); end || err != nil {
+			return obj, err
+		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, strictErr("malformed JSON")
+}
+
+// after reads what follows a member or an element: a comma (false) or
+// the closing delimiter (true); anything else is malformed.
+func (p *strictParser) after(closing byte) (bool, error) {
+	p.space()
+	if p.i >= len(p.b) {
+		return false, errMalformed
 	}
-	return obj, nil
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case closing:
+		p.i++
+		return true, nil
+	}
+	return false, errMalformed
+}
+
+// array reads the elements after '['.
+func (p *strictParser) array(depth int) ([]any, error) {
+	arr := []any{}
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return arr, nil
+	}
+	for {
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		arr = append(arr, v)
+		if end, err := p.after(']'); end || err != nil {
+			return arr, err
+		}
+	}
+}
+
+// number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? as a
+// json.Number of its text.
+func (p *strictParser) number() (json.Number, error) {
+	start := p.i
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(p.b) && p.b[p.i] == '0':
+		p.i++
+	case digits() == 0:
+		return "", errMalformed
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return "", errMalformed
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return "", errMalformed
+		}
+	}
+	return json.Number(p.b[start:p.i]), nil
+}
+
+// str reads a string at '"' and decodes it as encoding/json does: the
+// escapes of RFC 8259, a surrogate pair as one rune, a lone surrogate as
+// U+FFFD; a raw control character is malformed. (The text is valid UTF-8:
+// ParseStrict checked it.)
+func (p *strictParser) str() (string, error) {
+	p.i++ // the opening quote
+	start := p.i
+	for p.i < len(p.b) {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			s := string(p.b[start:p.i])
+			p.i++
+			return s, nil
+		case c == '\\':
+			return p.escaped(start)
+		case c < 0x20:
+			return "", errMalformed
+		}
+		p.i++
+	}
+	return "", errMalformed
+}
+
+// escaped finishes a string that holds an escape, from start.
+func (p *strictParser) escaped(start int) (string, error) {
+	out := append([]byte(nil), p.b[start:p.i]...)
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(out), nil
+		case c < 0x20:
+			return "", errMalformed
+		case c != '\\':
+			out = append(out, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.b) {
+			return "", errMalformed
+		}
+		e := p.b[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(p.b, p.i)
+			if !ok {
+				return "", errMalformed
+			}
+			p.i += 4
+			if utf16.IsSurrogate(r) {
+				// A pair when the next escape completes it, else U+FFFD
+				// (and the next escape is read on its own).
+				r1 := rune(-1)
+				if p.i+6 <= len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+					if v, ok := hex4(p.b, p.i+2); ok {
+						r1 = v
+					}
+				}
+				if pair := utf16.DecodeRune(r, r1); pair != unicode.ReplacementChar {
+					out = utf8.AppendRune(out, pair)
+					p.i += 6
+					continue
+				}
+				r = unicode.ReplacementChar
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", errMalformed
+		}
+	}
+	return "", errMalformed
 }
 
 // HasLoneSurrogate reports whether a JSON text holds a \u escape of a

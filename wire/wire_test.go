@@ -23,6 +23,15 @@ func TestIsUUIDMatchesTheUUIDLibrary(t *testing.T) {
 	for range 200 {
 		cases = append(cases, uuid.NewString())
 	}
+	// Every position of a valid identifier changed to every kind of byte
+	// (and the identifier one byte shorter or longer).
+	base := "3f1c2a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69"
+	for i := range base {
+		for _, c := range []byte("-0489abcfgAF\x00\xff") {
+			cases = append(cases, base[:i]+string(c)+base[i+1:])
+		}
+	}
+	cases = append(cases, base[:35], base+"0", base+"\n")
 	for _, s := range cases {
 		if got, want := IsUUID(s), lib(s); got != want {
 			t.Errorf("IsUUID(%q) = %v, the uuid library says %v", s, got, want)

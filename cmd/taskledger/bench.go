@@ -40,10 +40,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	replayTasks := fs.Int64("tasks", 1_000_000, "replay mode: tasks of the tasks-only log (start from snapshot + tail)")
 	replayTail := fs.Int64("tail", 10_000, "replay mode: events after each log's snapshot")
 	beatSteps := fs.String("heartbeat-steps", "same", "in-process runs: same (heartbeats keep one step per execution and append no event), each (every heartbeat reports a new step and appends one, as before quiet heartbeats), or both (the two, in this run)")
+	loops := loopsFlag{bench.LoopMix}
+	fs.Var(&loops, "loop", "http runs: mix (the benchmark's mix of both loops), release (claim → release only), full (the full loop only), or a comma-separated list of them (all: the three), each on its own server and line")
 	if pos, err := parseInterspersed(fs, args); err != nil {
 		return 2
 	} else if len(pos) > 0 {
-		fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N]")
+		fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N]")
 		return 2
 	}
 	var devices []int
@@ -181,26 +183,33 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if runHTTP {
 		for _, n := range devices {
-			base, tok := *url, *adminToken
-			var local *bench.LocalServer
-			if base == "" {
-				var err error
-				if local, err = bench.ServeLocal(filepath.Join(root, fmt.Sprintf("http-%d", n)), false); err != nil {
-					return fail(stderr, "%v", err)
+			for _, loop := range loops {
+				c := cfg(n)
+				c.Loop = loop
+				key := httpKey(loop, n)
+				base, tok := *url, *adminToken
+				var local *bench.LocalServer
+				if base == "" {
+					var err error
+					if local, err = bench.ServeLocal(filepath.Join(root, key), false); err != nil {
+						return fail(stderr, "%v", err)
+					}
+					base, tok = local.URL, local.AdminToken
 				}
-				base, tok = local.URL, local.AdminToken
-			}
-			r, err := bench.HTTPScenario(ctx, base, tok, cfg(n))
-			if local != nil {
-				if cerr := local.Close(); cerr != nil && err == nil {
-					err = cerr
+				r, err := bench.HTTPScenario(ctx, base, tok, c)
+				if local != nil {
+					if cerr := local.Close(); cerr != nil && err == nil {
+						err = cerr
+					}
+					if r != nil {
+						r.Name += " (server in this process)"
+					}
 				}
-				r.Name += " (server in this process)"
+				if err != nil {
+					return fail(stderr, "http, %d devices, %s loop: %v", n, loop, err)
+				}
+				show(key, r)
 			}
-			if err != nil {
-				return fail(stderr, "http, %d devices: %v", n, err)
-			}
-			show(fmt.Sprintf("http-%d", n), r)
 		}
 	}
 	printRatios(stdout, results, devices)
@@ -210,6 +219,45 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// httpKey names an http run's result: http-N for the mix (as before the
+// loops could be chosen), http-LOOP-N for the others.
+func httpKey(l bench.Loop, n int) string {
+	if l == bench.LoopMix {
+		return fmt.Sprintf("http-%d", n)
+	}
+	return fmt.Sprintf("http-%s-%d", l, n)
+}
+
+// loopsFlag is --loop: the loops of the http runs, in the order given.
+type loopsFlag []bench.Loop
+
+func (f *loopsFlag) String() string {
+	var names []string
+	for _, l := range *f {
+		names = append(names, l.String())
+	}
+	return strings.Join(names, ",")
+}
+
+func (f *loopsFlag) Set(v string) error {
+	if v == "all" {
+		*f = loopsFlag{bench.LoopMix, bench.LoopRelease, bench.LoopFull}
+		return nil
+	}
+	var loops loopsFlag
+	for _, name := range strings.Split(v, ",") {
+		l, err := bench.ParseLoop(strings.TrimSpace(name))
+		if err != nil {
+			return fmt.Errorf("--loop must be mix, release, full, all or a comma-separated list of them: %w", err)
+		}
+		if !slices.Contains(loops, l) {
+			loops = append(loops, l)
+		}
+	}
+	*f = loops
+	return nil
 }
 
 // printRatios prints the comparisons measured in this run.

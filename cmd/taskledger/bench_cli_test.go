@@ -37,6 +37,43 @@ func TestBenchCommand(t *testing.T) {
 		!strings.Contains(out.String(), "by op: ") {
 		t.Fatalf("http mode: exit %d:\n%s%s", code, out.String(), errb.String())
 	}
+
+	// --loop all: the mix line as before, then one line for each loop.
+	out.Reset()
+	code = run([]string{"bench", "--mode", "http", "--devices", "2", "--duration", "100ms", "--loop", "all", "--by-op"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("--loop all: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	var names []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "http, 2 devices") {
+			names = append(names, l[:strings.Index(l, " (server in this process)")])
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "    by op: ") {
+				t.Errorf("no by-op line after %q", l)
+				continue
+			}
+			byOp := lines[i+1]
+			switch {
+			case strings.Contains(l, "claim → release loop") && (strings.Contains(byOp, "start ") || !strings.Contains(byOp, "release ")):
+				t.Errorf("the release loop ran other commands: %s", byOp)
+			case strings.Contains(l, "full loop") && (strings.Contains(byOp, "release ") || !strings.Contains(byOp, "cancel-ack ")):
+				t.Errorf("the full loop released or did not finish: %s", byOp)
+			}
+		}
+	}
+	want := []string{"http, 2 devices", "http, 2 devices, claim → release loop", "http, 2 devices, full loop"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("lines %q, want %q:\n%s", names, want, out.String())
+	}
+
+	// One loop only: just its line.
+	out.Reset()
+	code = run([]string{"bench", "--mode", "http", "--devices", "2", "--duration", "100ms", "--loop", "release"}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "http, 2 devices, claim → release loop (server in this process)") ||
+		strings.Contains(out.String(), "http, 2 devices (server") || strings.Contains(out.String(), "full loop") {
+		t.Errorf("--loop release: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
 }
 
 func TestBenchCommandFlags(t *testing.T) {
@@ -51,6 +88,9 @@ func TestBenchCommandFlags(t *testing.T) {
 		{[]string{"bench", "--duration", "0s"}, 1, "--duration must be positive"},
 		{[]string{"bench", "--mode", "http", "--url", "http://127.0.0.1:1"}, 1, "--admin-token"},
 		{[]string{"bench", "extra"}, 2, "usage: taskledger bench"},
+		{[]string{"bench", "--mode", "http", "--loop", "fast"}, 2, `invalid value "fast" for flag -loop: --loop must be mix, release, full, all`},
+		{[]string{"bench", "--mode", "http", "--loop", "release,"}, 2, `unknown loop ""`},
+		{[]string{"bench", "--mode", "http", "--loop", "Full"}, 2, `unknown loop "Full"`},
 	} {
 		var out, errb bytes.Buffer
 		t.Setenv("TASKLEDGER_ADMIN_TOKEN", "")
