@@ -75,6 +75,11 @@ func (e *Engine) run() {
 				p.open = &job{expected: e.head}
 				e.decideQueued(p.open, r)
 				e.handOff(&p)
+			case x := <-e.exclusive:
+				e.mu.Lock()
+				x.err = x.fn()
+				e.mu.Unlock()
+				close(x.done)
 			case <-e.stop:
 				e.shutdown()
 				return
