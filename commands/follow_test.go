@@ -101,7 +101,10 @@ func TestFollowRefusesAGap(t *testing.T) {
 func TestExclusiveWaitsForTheBatchInFlight(t *testing.T) {
 	e, g, _ := newTestEngine(t)
 	release, held := holdNext(g)
-	go createTask(t, e)
+	go func() {
+		_, _ = e.Do(context.Background(), &CreateTask{AdminReq: AdminReq{Operator: "op", Key: NewID(), Fingerprint: []byte{1}},
+			Payload: `{"a":1}`, PayloadSHA256: HashToken(`{"a":1}`), AuthorizeTTL: time.Hour})
+	}()
 	<-held
 	ran := make(chan uint64, 1)
 	go func() {
