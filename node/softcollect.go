@@ -28,7 +28,7 @@ type softCollector struct {
 	// active says whether this node sequences (nil: always, bbolt): on a
 	// cluster only the sequencer collects, a follower appends nothing.
 	active func() bool
-	log   zerolog.Logger
+	log    zerolog.Logger
 
 	mu     sync.Mutex // one round at a time
 	kick   chan struct{}
