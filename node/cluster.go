@@ -176,12 +176,13 @@ func newClusterLink(cfg Config, cc ClusterConfig, lease *jetstream.Lease, blobs 
 	if clock == nil {
 		clock = commands.WallClock{}
 	}
-	fwd, err := newForwarder(cc.Transport, self.URL)
+	logger := cfg.Logger.With().Str("node", cc.Advertise).Logger()
+	fwd, err := newForwarder(cc.Transport, self.URL, logger)
 	if err != nil {
 		return nil, err
 	}
 	c := &clusterLink{log: cc.Log, lease: lease, blobs: blobs, applied: api.NewNotifier(), self: self, selfJSON: raw,
-		clock: clock, logger: cfg.Logger.With().Str("node", cc.Advertise).Logger(), cc: cc, fwd: fwd,
+		clock: clock, logger: logger, cc: cc, fwd: fwd,
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.fence = &fencedLog{c: c}
 	return c, nil

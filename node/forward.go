@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+
+	"github.com/rs/zerolog"
 )
 
 // Forwarding: a device or operator may talk to any node. On a follower,
@@ -25,20 +27,21 @@ const ForwardedHeader = "Taskledger-Forwarded-By"
 
 // forwarder holds one reverse proxy per sequencer URL.
 type forwarder struct {
+	logger    zerolog.Logger
 	transport http.RoundTripper
 	self      string
 	mu        sync.Mutex
 	proxies   map[string]*httputil.ReverseProxy
 }
 
-func newForwarder(t http.RoundTripper, self string) (*forwarder, error) {
+func newForwarder(t http.RoundTripper, self string, logger zerolog.Logger) (*forwarder, error) {
 	if t == nil {
 		t = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if _, err := url.Parse(self); err != nil {
 		return nil, err
 	}
-	return &forwarder{transport: t, self: self, proxies: map[string]*httputil.ReverseProxy{}}, nil
+	return &forwarder{logger: logger, transport: t, self: self, proxies: map[string]*httputil.ReverseProxy{}}, nil
 }
 
 func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
@@ -60,7 +63,10 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 		Transport: f.transport,
 		// The sequencer died or is unreachable mid-request: the command
 		// may or may not have committed, it is not acknowledged.
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { unavailable(w) },
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			f.logger.Debug().Err(err).Str("sequencer", target).Msg("503: forwarding failed")
+			unavailable(w)
+		},
 	}
 	f.proxies[target] = p
 	return p, nil
@@ -88,6 +94,7 @@ func (c *clusterLink) handler(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			if err := c.readBarrier(r.Context()); err != nil {
+				c.logger.Debug().Err(err).Msg("503: the read barrier was not reached")
 				unavailable(w)
 				return
 			}
@@ -102,6 +109,8 @@ func (c *clusterLink) handler(next http.Handler) http.Handler {
 		target := c.leader.URL
 		c.mu.Unlock()
 		if target == "" || target == c.self.URL || r.Header.Get(ForwardedHeader) != "" {
+			c.logger.Debug().Str("sequencer", target).Bool("forwarded", r.Header.Get(ForwardedHeader) != "").
+				Msg("503: no sequencer to forward to")
 			unavailable(w)
 			return
 		}

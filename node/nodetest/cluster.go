@@ -39,7 +39,11 @@ func StartCluster(t testing.TB, natsURL, name, dir string, ttl time.Duration, op
 		srv.Close()
 		t.Fatalf("nodetest: open the stream: %v", err)
 	}
-	cfg := node.Config{DataDir: dir, Commands: commands.DefaultConfig(), SnapshotEvery: 100000, Logger: zerolog.Nop()}
+	logger := zerolog.Nop()
+	if os.Getenv("TASKLEDGER_TEST_CLUSTER_LOG") != "" { // the nodes' logs on stderr, to debug a cluster test
+		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	cfg := node.Config{DataDir: dir, Commands: commands.DefaultConfig(), SnapshotEvery: 100000, Logger: logger}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -67,6 +71,6 @@ func (n *Node) Kill(crash func(*node.Node)) {
 	}
 	n.closed = true
 	n.server.CloseClientConnections()
-	n.server.Close()
 	crash(n.Node)
+	n.server.Close() // waits for the requests the crash answered
 }
