@@ -249,27 +249,31 @@ func (c *clusterLink) release() {
 
 // initialToken creates the initial admin token when the stream is empty
 // and no node created it yet: the create is compare-and-set, so exactly
-// one node writes initial-admin-token (0600) into its data directory.
-func (c *clusterLink) initialToken(cfg Config, head ledger.Head) error {
-	if head.Seq != 0 || cfg.Offline {
-		return nil
+// one node writes initial-admin-token (0600) into its data directory. It
+// returns the initial token's hash as stored (read by key through the
+// bucket's leader: a listing may lag a create just made), nil for none.
+func (c *clusterLink) initialToken(cfg Config, head ledger.Head) ([]byte, error) {
+	if head.Seq == 0 && !cfg.Offline {
+		tok, err := api.NewAdminToken()
+		if err != nil {
+			return nil, err
+		}
+		h := sha256.Sum256([]byte(tok))
+		created, err := c.log.CreateAdminToken("initial", h[:])
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			path := filepath.Join(cfg.DataDir, InitialTokenFile)
+			if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+				_ = c.log.DeleteAdminToken("initial")
+				return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
+			}
+			cfg.Stderr("initialized an empty stream; the initial admin token is in %s (mode 0600)\n", path)
+			return h[:], nil
+		}
 	}
-	tok, err := api.NewAdminToken()
-	if err != nil {
-		return err
-	}
-	h := sha256.Sum256([]byte(tok))
-	created, err := c.log.CreateAdminToken("initial", h[:])
-	if err != nil || !created {
-		return err
-	}
-	path := filepath.Join(cfg.DataDir, InitialTokenFile)
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		_ = c.log.DeleteAdminToken("initial")
-		return fmt.Errorf("write %s: %w", InitialTokenFile, err)
-	}
-	cfg.Stderr("initialized an empty stream; the initial admin token is in %s (mode 0600)\n", path)
-	return nil
+	return c.log.AdminToken("initial")
 }
 
 // fencedLog is the cluster engine's log: only the lease holder appends,

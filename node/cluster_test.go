@@ -106,7 +106,18 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 	nodes := startNodes(t, url, 2)
 	a, b := nodes[0], nodes[1]
 	nodetest.Must(t, createVia(a, nodetest.NewKey()), http.StatusCreated)
-	nodetest.Must(t, createVia(b, nodetest.NewKey()), http.StatusCreated) // forwarded to a
+	r := createVia(b, nodetest.NewKey()) // forwarded to a
+	nodetest.Must(t, r, http.StatusCreated)
+	// A read on the follower right after sees the forwarded write (the
+	// read barrier waits for the stream's head).
+	nodetest.Must(t, b.Try("GET", "/api/v1/admin/tasks/"+nodetest.Str(r.JSON(), "id"), b.AdminToken, nil, nil), http.StatusOK)
+	d := a.RegisterDevice()
+	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
+		if b.Engine.Head().Seq != a.Engine.Head().Seq {
+			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
+		}
+		return nil
+	})
 
 	node.PauseLease(a.Node, true)
 	node.ForceSequencing(a.Node, true)
@@ -118,8 +129,32 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 	})
 	nodetest.Must(t, createVia(b, nodetest.NewKey()), http.StatusCreated) // the stream moves past a's head
 
+	// A soft-only batch (a presence heartbeat) decided on a's stale state
+	// is refused by the head check: 503, nothing written, a steps down.
+	if r := d.Ready(); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a heartbeat to the stale sequencer answered %d %s, want 503", r.Status, r.Body)
+	}
+	if a.Role() != "follower" {
+		t.Fatalf("after the refused soft-only batch a is %q, want follower", a.Role())
+	}
+	presence := 0
+	if err := b.Log.SoftRecords("presence/", func(string, []byte) error { presence++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if presence != 0 {
+		t.Fatalf("%d presence records written; the refused heartbeat wrote one", presence)
+	}
+	jstest.Eventually(t, 10*time.Second, "a catches up as a follower", func() error {
+		if a.Engine.Head().Seq != b.Engine.Head().Seq {
+			return fmt.Errorf("a at %d, b at %d", a.Engine.Head().Seq, b.Engine.Head().Seq)
+		}
+		return nil
+	})
+	node.ForceSequencing(a.Node, true)                                    // believes again, its tail stops
+	nodetest.Must(t, createVia(b, nodetest.NewKey()), http.StatusCreated) // the stream moves past a's head
+
 	stale := nodetest.NewKey()
-	r := createVia(a, stale)
+	r = createVia(a, stale)
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("the stale sequencer answered %d %s (Retry-After %q), want 503 with Retry-After", r.Status, r.Body, r.Header.Get("Retry-After"))
 	}

@@ -160,16 +160,20 @@ func open(cfg Config, src source) (*Node, error) {
 		}
 	}
 	metrics.ObserveReplay(time.Since(start))
+	var initial []byte
 	if src.cluster != nil {
 		// The node whose create of the initial token wins initializes an
 		// empty stream; every node reads the tokens after that.
-		if err := src.cluster.initialToken(cfg, state.Head); err != nil {
+		if initial, err = src.cluster.initialToken(cfg, state.Head); err != nil {
 			return nil, err
 		}
 	}
 	admins, err := backend.AdminTokens()
 	if err != nil {
 		return nil, err
+	}
+	if initial != nil {
+		admins["initial"] = initial
 	}
 	// The offline admin-token command decides nothing about claims: it
 	// needs no claim-token secret (and is given none).

@@ -154,3 +154,9 @@ func (l *Log) CreateAdminToken(name string, hash []byte) (bool, error) {
 	}
 	return true, nil
 }
+
+// AdminToken returns the hash stored under name (nil when there is none),
+// read through the bucket's leader.
+func (l *Log) AdminToken(name string) ([]byte, error) {
+	return l.metaValue(adminPrefix + kvKey(name))
+}
