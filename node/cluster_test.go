@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -217,4 +218,21 @@ func mustName(t *testing.T) string {
 		t.Fatal("no stream name")
 	}
 	return v.(string)
+}
+
+// TestOpenClusterRefusesManualClockAndNoAdvertise: the test clock is
+// single-node, and a node nobody can forward to cannot sequence.
+func TestOpenClusterRefusesManualClockAndNoAdvertise(t *testing.T) {
+	s := jstest.Server(t, false)
+	log, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "REFUSE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	if _, err := node.OpenCluster(node.Config{DataDir: t.TempDir(), Manual: true}, node.ClusterConfig{Log: log, Advertise: "http://x"}); !errors.Is(err, node.ErrManualCluster) {
+		t.Fatalf("manual clock: %v, want ErrManualCluster", err)
+	}
+	if _, err := node.OpenCluster(node.Config{DataDir: t.TempDir()}, node.ClusterConfig{Log: log}); err == nil {
+		t.Fatal("a node without an advertised URL opened")
+	}
 }
