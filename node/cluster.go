@@ -20,6 +20,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
+	"taskledger/projections"
 )
 
 // A node on a cluster: the log is a JetStream stream shared by every
@@ -306,6 +307,27 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 		c.stepDown("another writer appended first")
 	}
 	return err
+}
+
+// retrying makes the engine's reload (after a failed commit or follow)
+// wait out an outage of the NATS cluster: a reload that cannot read the
+// stream is tried again every quarter second until it succeeds or the node
+// closes. (On bbolt a failed reload stops the engine: the file is gone.)
+func (c *clusterLink) retrying(load commands.Loader) commands.Loader {
+	return func() (*projections.State, error) {
+		for {
+			s, err := load()
+			if err == nil {
+				return s, nil
+			}
+			c.logger.Warn().Err(err).Msg("reloading the projections from the stream failed; retrying")
+			select {
+			case <-c.stop:
+				return nil, err
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
 }
 
 func sameHash(a, b []byte) bool { return string(a) == string(b) }

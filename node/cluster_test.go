@@ -1,8 +1,11 @@
 package node_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"net/http"
 	"sync"
 	"testing"
@@ -112,6 +115,16 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 	// A read on the follower right after sees the forwarded write (the
 	// read barrier waits for the stream's head).
 	nodetest.Must(t, b.Try("GET", "/api/v1/admin/tasks/"+nodetest.Str(r.JSON(), "id"), b.AdminToken, nil, nil), http.StatusOK)
+	// A blob stored through a (forwarded from b) is read on b from the
+	// cluster's object store.
+	img := tinyJPEG(t)
+	id := nodetest.Str(r.JSON(), "id")
+	nodetest.Must(t, b.Try("PUT", "/api/v1/admin/tasks/"+id+"/reference-image", b.AdminToken, img,
+		map[string]string{"Content-Type": "image/jpeg", "Idempotency-Key": nodetest.NewKey()}), http.StatusOK)
+	got := b.Try("GET", "/api/v1/admin/tasks/"+id+"/reference-image", b.AdminToken, nil, nil)
+	if got.Status != http.StatusOK || !bytes.Equal(got.Body, img) {
+		t.Fatalf("reference image read on the follower: %d, %d bytes, want the %d stored", got.Status, len(got.Body), len(img))
+	}
 	d := a.RegisterDevice()
 	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
 		if b.Engine.Head().Seq != a.Engine.Head().Seq {
@@ -235,4 +248,50 @@ func TestOpenClusterRefusesManualClockAndNoAdvertise(t *testing.T) {
 	if _, err := node.OpenCluster(node.Config{DataDir: t.TempDir()}, node.ClusterConfig{Log: log}); err == nil {
 		t.Fatal("a node without an advertised URL opened")
 	}
+}
+
+// TestClusterNodeStartsFromItsSnapshotAndTheTail: a node's snapshots are
+// its own (in its data directory, from its projections); restarted, it
+// loads the newest one and replays only the stream after it.
+func TestClusterNodeStartsFromItsSnapshotAndTheTail(t *testing.T) {
+	servers := jstest.Cluster(t)
+	url := jstest.URLs(servers)
+	a := startNodes(t, url, 1)[0]
+	for i := 0; i < 3; i++ {
+		nodetest.Must(t, createVia(a, nodetest.NewKey()), http.StatusCreated)
+	}
+	if _, err := a.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	snapSeq := a.Engine.Head().Seq
+	for i := 0; i < 2; i++ {
+		nodetest.Must(t, createVia(a, nodetest.NewKey()), http.StatusCreated)
+	}
+	head := a.Engine.Head().Seq
+	dir, admin := a.Dir, a.AdminToken
+	a.Close()
+	b := nodetest.StartCluster(t, url, mustName(t), dir, testLeaseTTL)
+	if b.Loaded.Snapshot == nil || b.Loaded.Snapshot.Seq != snapSeq || b.Loaded.Replayed != head-snapSeq {
+		t.Fatalf("loaded %+v, want the snapshot at %d and a tail of %d", b.Loaded, snapSeq, head-snapSeq)
+	}
+	if b.AdminToken != admin {
+		t.Fatal("the restarted node rewrote initial-admin-token")
+	}
+	if b.Engine.Head().Seq != head {
+		t.Fatalf("head %d, want %d", b.Engine.Head().Seq, head)
+	}
+}
+
+// tinyJPEG is a real 8×8 JPEG.
+func tinyJPEG(t *testing.T) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -231,12 +231,15 @@ func open(cfg Config, src source) (*Node, error) {
 			}
 		}
 	}
-	load := func() (*projections.State, error) {
+	var load commands.Loader = func() (*projections.State, error) {
 		l, err := LoadProjectionsFrom(backend, cfg.DataDir, pcfg, cfg.Logger)
 		if err != nil {
 			return nil, err
 		}
 		return l.State, nil
+	}
+	if src.cluster != nil {
+		load = src.cluster.retrying(load)
 	}
 	var kcv []byte
 	if cfg.Commands.ClaimSecret != nil {
