@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -28,11 +27,11 @@ var clusterNames sync.Map
 // startNodes starts n taskledger nodes on the cluster, the first one
 // alone until it sequences (so it initializes the stream and holds the
 // initial admin token), and gives every node that token.
-func startNodes(t *testing.T, natsURL string, n int) []*nodetest.Node {
+func startNodes(t *testing.T, natsURL string, n int, opts ...nodetest.Option) []*nodetest.Node {
 	t.Helper()
 	name := fmt.Sprintf("C%d", time.Now().UnixNano()%1e9) //tl:wallclock a fresh stream name per test
 	clusterNames.Store(t.Name(), name)
-	first := nodetest.StartCluster(t, natsURL, name, t.TempDir(), testLeaseTTL)
+	first := nodetest.StartCluster(t, natsURL, name, t.TempDir(), testLeaseTTL, opts...)
 	jstest.Eventually(t, 20*time.Second, "the first node sequences", func() error {
 		if first.Role() != "sequencer" {
 			return fmt.Errorf("role %q", first.Role())
@@ -44,7 +43,7 @@ func startNodes(t *testing.T, natsURL string, n int) []*nodetest.Node {
 	}
 	nodes := []*nodetest.Node{first}
 	for i := 1; i < n; i++ {
-		nd := nodetest.StartCluster(t, natsURL, name, t.TempDir(), testLeaseTTL)
+		nd := nodetest.StartCluster(t, natsURL, name, t.TempDir(), testLeaseTTL, opts...)
 		if nd.AdminToken != "" {
 			t.Fatalf("node %d also wrote an initial admin token", i)
 		}
@@ -233,18 +232,15 @@ func mustName(t *testing.T) string {
 	return v.(string)
 }
 
-// TestOpenClusterRefusesManualClockAndNoAdvertise: the test clock is
-// single-node, and a node nobody can forward to cannot sequence.
-func TestOpenClusterRefusesManualClockAndNoAdvertise(t *testing.T) {
+// TestOpenClusterRefusesANodeWithoutAdvertisedURL: a node nobody can
+// forward to cannot sequence.
+func TestOpenClusterRefusesANodeWithoutAdvertisedURL(t *testing.T) {
 	s := jstest.Server(t, false)
 	log, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "REFUSE"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	if _, err := node.OpenCluster(node.Config{DataDir: t.TempDir(), Manual: true}, node.ClusterConfig{Log: log, Advertise: "http://x"}); !errors.Is(err, node.ErrManualCluster) {
-		t.Fatalf("manual clock: %v, want ErrManualCluster", err)
-	}
 	if _, err := node.OpenCluster(node.Config{DataDir: t.TempDir()}, node.ClusterConfig{Log: log}); err == nil {
 		t.Fatal("a node without an advertised URL opened")
 	}
@@ -294,4 +290,20 @@ func tinyJPEG(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// TestLinearizableOnACluster runs the linearizability workload of
+// linearizability_test.go with its 32 clients spread over three nodes of a
+// cluster (commands to followers forwarded to the sequencer), on the manual
+// test clock, and checks the history with porcupine.
+func TestLinearizableOnACluster(t *testing.T) {
+	servers := jstest.Cluster(t)
+	manual := func(c *node.Config) { c.Manual = true }
+	nodes := startNodes(t, jstest.URLs(servers), 3, linConfig, manual)
+	seed := uint64(time.Now().UnixNano()) //tl:wallclock the workload's seed
+	t.Logf("seed %d, %d operations", seed, *linOps)
+	began := time.Now() //tl:wallclock recording time
+	history, m := recordHistoryOn(t, nodes[0], []string{nodes[0].URL, nodes[1].URL, nodes[2].URL}, *linOps, seed)
+	checkLinearizable(t, history, m, time.Since(began))
+	verifyStream(t, jstest.URLs(servers), mustName(t))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"taskledger/commands"
+	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
 	"taskledger/projections"
 )
@@ -125,6 +127,13 @@ func (c *clusterLink) promote(rev uint64, began time.Time) {
 	err := c.catchUp()
 	if err == nil {
 		err = c.eng.Exclusive(func(s *projections.State) error { return s.LoadSoft(c.log) })
+	}
+	if m := c.eng.Manual(); err == nil && m != nil {
+		// The test clock goes on from the previous sequencer's value.
+		var mc ledger.ManualClock
+		if mc, err = c.log.ManualClock(); err == nil && mc.Enabled {
+			m.Set(time.UnixMilli(max(mc.Now, c.eng.Head().At, commands.Ms(m.Now()))))
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
