@@ -30,7 +30,7 @@ func BenchmarkClusterBesideBbolt(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer n.Close()
-		benchEngine(b, n.Engine)
+		benchEngine(b, n.Engine, 64)
 	})
 	b.Run("cluster-R3/callers=64", func(b *testing.B) {
 		servers := jstest.Cluster(b)
@@ -51,16 +51,18 @@ func BenchmarkClusterBesideBbolt(b *testing.B) {
 			}
 			return nil
 		})
-		benchEngine(b, n.Engine)
+		benchEngine(b, n.Engine, 64)
 		if _, err := node.VerifyBackend(log, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}); err != nil {
 			b.Fatalf("verify the stream: %v", err)
 		}
 	})
 }
 
-func benchEngine(b *testing.B, eng *commands.Engine) {
+// benchEngine drives eng with callers simulated devices for b.N commands
+// and reports throughput, latency percentiles and CPU per command.
+func benchEngine(b *testing.B, eng *commands.Engine, callers int) {
 	drv := &InProcess{Engine: eng, Operator: "initial"}
-	cfg := Config{Devices: 64, Commands: b.N}
+	cfg := Config{Devices: callers, Commands: b.N}
 	devs, err := Setup(context.Background(), drv, cfg)
 	if err != nil {
 		b.Fatal(err)

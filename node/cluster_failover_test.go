@@ -145,27 +145,27 @@ func (l *loadRun) device(t *testing.T, d loadDevice, at int, wg *sync.WaitGroup)
 		}
 		l.acked("claim", key)
 		id := nodetest.ClaimedTask(r)
-		r, key, ok = auth("tasks/"+id+"/start", map[string]any{"claim_generation": 1, "expected_version": 2},
-			map[string]string{"X-Claim-Token": tok})
+		// step sends one task call and records it; false ends the device.
+		step := func(op string, body map[string]any) (*nodetest.Resp, bool) {
+			r, key, ok := auth("tasks/"+id+"/"+op, body, map[string]string{"X-Claim-Token": tok})
+			if ok && r.Status != http.StatusOK {
+				t.Errorf("%s: %d %s", op, r.Status, r.Body)
+			}
+			if !ok || r.Status != http.StatusOK {
+				return nil, false
+			}
+			l.acked(op, key)
+			return r, true
+		}
+		r, ok = step("start", map[string]any{"claim_generation": 1, "expected_version": 2})
 		if !ok {
 			return
 		}
-		if r.Status != http.StatusOK {
-			t.Errorf("start: %d %s", r.Status, r.Body)
-			return
-		}
-		l.acked("start", key)
 		ex := nodetest.Str(r.JSON(), "execution_id")
-		r, key, ok = auth("tasks/"+id+"/complete", map[string]any{"claim_generation": 1, "execution_id": ex,
-			"expected_version": 3, "result": map[string]any{"ok": true}}, map[string]string{"X-Claim-Token": tok})
-		if !ok {
+		if _, ok := step("complete", map[string]any{"claim_generation": 1, "execution_id": ex,
+			"expected_version": 3, "result": map[string]any{"ok": true}}); !ok {
 			return
 		}
-		if r.Status != http.StatusOK {
-			t.Errorf("complete: %d %s", r.Status, r.Body)
-			return
-		}
-		l.acked("complete", key)
 	}
 }
 
