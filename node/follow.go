@@ -17,6 +17,9 @@ import (
 // followChunk is how many events one Follow call applies.
 const followChunk = 512
 
+// followRetry is how soon a failed catch-up is tried again.
+const followRetry = 20 * time.Millisecond
+
 func (c *clusterLink) wake() {
 	select {
 	case c.kick <- struct{}{}:
@@ -50,7 +53,11 @@ func (c *clusterLink) tailLoop() {
 			continue
 		}
 		if err := c.catchUp(); err != nil && !errors.Is(err, commands.ErrShuttingDown) {
-			c.logger.Warn().Err(err).Msg("following the stream failed; retrying")
+			// Often a replica behind the stream's leader answered a read of
+			// a message the leader already has: try again soon, not at
+			// the next poll (reads wait for the follower).
+			c.logger.Debug().Err(err).Msg("following the stream failed; retrying")
+			time.AfterFunc(followRetry, c.wake)
 		}
 	}
 }
