@@ -305,14 +305,14 @@ func TestFailoverUnderLoadLosesNothing(t *testing.T) {
 	}
 	lost := time.Now() //tl:wallclock pause figure
 	servers[leader].Shutdown()
-	time.Sleep(4 * time.Second)
-	_, pause, afterNATS := l.gapAround(lost, 4*time.Second)
+	time.Sleep(3 * time.Second)
+	_, pause, afterNATS := l.gapAround(lost, 3*time.Second)
 	close(l.stop)
 	wg.Wait()
 
 	t.Logf("sequencer crash: a standby sequenced after %v; the longest time without an acknowledgement after the crash was %v (%d after it)",
 		elected.Round(time.Millisecond), takeover.Round(time.Millisecond), after)
-	t.Logf("NATS stream leader lost: the longest time without an acknowledgement in the 4 s after it was %v (%d after it); %d acknowledged in all, %d answers retried (503 or no answer)",
+	t.Logf("NATS stream leader lost: the longest time without an acknowledgement in the 3 s after it was %v (%d after it); %d acknowledged in all, %d answers retried (503 or no answer)",
 		pause.Round(time.Millisecond), afterNATS, len(l.acks), l.fails.Load())
 	if after == 0 {
 		t.Fatal("nothing was acknowledged after the sequencer crashed")
