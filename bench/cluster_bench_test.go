@@ -12,6 +12,7 @@ import (
 	"taskledger/ledger/jetstream"
 	"taskledger/ledger/jetstream/jstest"
 	"taskledger/node"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 )
 
@@ -60,8 +61,51 @@ func BenchmarkClusterBesideBbolt(b *testing.B) {
 
 // benchEngine drives eng with callers simulated devices for b.N commands
 // and reports throughput, latency percentiles and CPU per command.
+// BenchmarkClusterHTTP drives two nodes of an embedded three-server R3
+// cluster over HTTP with 64 simulated devices: through the sequencer, and
+// through the follower (every command forwarded): the price of
+// forwarding. Run with
+//
+//	go test -run '^$' -bench ClusterHTTP -benchtime 10000x ./bench/
+func BenchmarkClusterHTTP(b *testing.B) {
+	servers := jstest.Cluster(b)
+	url := jstest.URLs(servers)
+	seq := nodetest.StartCluster(b, url, "HTTPBENCH", b.TempDir(), node.DefaultLeaseTTL)
+	jstest.Eventually(b, 20*time.Second, "the first node sequences", func() error {
+		if seq.Role() != "sequencer" {
+			return errors.New(seq.Role())
+		}
+		return nil
+	})
+	fol := nodetest.StartCluster(b, url, "HTTPBENCH", b.TempDir(), node.DefaultLeaseTTL)
+	jstest.Eventually(b, 20*time.Second, "the follower knows the sequencer", func() error {
+		if fol.Sequencer() != seq.URL {
+			return errors.New(fol.Sequencer())
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name string
+		n    *nodetest.Node
+	}{{"via-sequencer", seq}, {"via-follower", fol}} {
+		b.Run(c.name+"/callers=64", func(b *testing.B) {
+			drv := NewHTTP(c.n.URL, seq.AdminToken, 64)
+			defer drv.Client.CloseIdleConnections()
+			benchDriver(b, drv, 64)
+		})
+	}
+	if _, err := node.VerifyBackend(seq.Log, projections.Config{IdempotencyRetentionMs: (72 * time.Hour).Milliseconds()}); err != nil {
+		b.Fatalf("verify the stream: %v", err)
+	}
+}
+
 func benchEngine(b *testing.B, eng *commands.Engine, callers int) {
-	drv := &InProcess{Engine: eng, Operator: "initial"}
+	benchDriver(b, &InProcess{Engine: eng, Operator: "initial"}, callers)
+}
+
+// benchDriver drives drv with callers simulated devices for b.N commands
+// and reports throughput, latency percentiles and CPU per command.
+func benchDriver(b *testing.B, drv Driver, callers int) {
 	cfg := Config{Devices: callers, Commands: b.N}
 	devs, err := Setup(context.Background(), drv, cfg)
 	if err != nil {
