@@ -194,6 +194,7 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 		}
 		return nil
 	})
+	node.PauseLease(a.Node, true) // else its next renewal, at a lost revision, steps it down
 	node.ForceSequencing(a.Node, true)
 	keys := [2]string{nodetest.NewKey(), nodetest.NewKey()}
 	var answers [2]*nodetest.Resp
@@ -204,6 +205,7 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 	}
 	wg.Wait()
 	node.ForceSequencing(a.Node, false)
+	node.PauseLease(a.Node, false)
 	in := idemKeys(t, b.Log)
 	won := 0
 	for i, ans := range answers {
