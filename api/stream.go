@@ -49,6 +49,9 @@ func (n *Notifier) Notify() {
 }
 
 // wait returns a channel closed by the next Notify.
+// Wait returns a channel closed at the next Notify.
+func (n *Notifier) Wait() <-chan struct{} { return n.wait() }
+
 func (n *Notifier) wait() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()

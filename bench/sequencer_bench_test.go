@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"testing"
 )
@@ -19,23 +18,8 @@ func BenchmarkSequencer(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer n.Close()
-			drv := &InProcess{Engine: n.Engine, Operator: "initial"}
-			cfg := Config{Devices: callers, Commands: b.N}
-			devs, err := Setup(context.Background(), drv, cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.ReportAllocs()
-			b.ResetTimer()
-			res := Run(context.Background(), drv, devs, cfg, b.Name())
-			b.StopTimer()
-			if res.Errors > 0 {
-				b.Fatalf("%d errors, first: %v", res.Errors, res.FirstError)
-			}
-			b.ReportMetric(res.PerSecond(), "cmds/s")
-			b.ReportMetric(float64(res.P50.Microseconds()), "p50-µs")
-			b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")
-			b.ReportMetric(float64(res.CPUPerCommand().Nanoseconds())/1000, "cpu-µs/cmd")
+			benchEngine(b, n.Engine, callers)
 		})
 	}
 }

@@ -78,10 +78,11 @@ type Engine struct {
 	metrics Metrics
 	logger  zerolog.Logger
 
-	in       chan *request
-	stop     chan struct{}
-	done     chan struct{}
-	maxBatch int
+	in        chan *request
+	exclusive chan *exclusive // Exclusive's functions, run when nothing is uncommitted
+	stop      chan struct{}
+	done      chan struct{}
+	maxBatch  int
 
 	// mu guards state. The sequencer holds it for writing whenever the
 	// projections hold a decided event that is not committed yet: from the
@@ -161,7 +162,7 @@ func NewEngine(o Options) *Engine {
 		o.MaxBatch = 4096
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
-		in: make(chan *request, o.MaxBatch), stop: make(chan struct{}), done: make(chan struct{}),
+		in: make(chan *request, o.MaxBatch), exclusive: make(chan *exclusive), stop: make(chan struct{}), done: make(chan struct{}),
 		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves,
 		captures: make(chan *captureReq), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {

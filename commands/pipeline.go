@@ -78,6 +78,11 @@ func (e *Engine) run() {
 				e.handOff(&p)
 			case c := <-e.captures:
 				e.capture(&p, c)
+			case x := <-e.exclusive:
+				e.mu.Lock()
+				x.err = x.fn()
+				e.mu.Unlock()
+				close(x.done)
 			case <-e.stop:
 				e.shutdown()
 				return

@@ -19,6 +19,30 @@ type Blobs struct {
 	mu   sync.Mutex      // pins, and the renames and removals they guard
 	pins map[string]*pin // blob name → writers between rename and release
 	hook atomic.Pointer[func(stage string)]
+	// shared, when set, is the store every node of a cluster reads: a
+	// committed blob is put there too before its event can be appended,
+	// and a blob missing here is read from there.
+	shared BlobStore
+}
+
+// SetShared makes the folder a node-local copy of shared (a cluster's
+// object store): Commit and Put also store each blob there, Get reads
+// one missing here from there. Call it before the first write.
+func (b *Blobs) SetShared(shared BlobStore) { b.shared = shared }
+
+// share stores the committed blob sha in the shared store, if any.
+func (b *Blobs) share(sha string) error {
+	if b.shared == nil {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(b.dir, sha))
+	if err != nil {
+		return fmt.Errorf("ledger: blob share: %w", err)
+	}
+	if _, err := b.shared.Put(data); err != nil {
+		return fmt.Errorf("ledger: blob share: %w", err)
+	}
+	return nil
 }
 
 // BlobDir is the blob folder's name inside the data directory.
@@ -61,6 +85,9 @@ func (b *Blobs) Get(sha string) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	data, err := os.ReadFile(filepath.Join(b.dir, sha))
+	if errors.Is(err, os.ErrNotExist) && b.shared != nil {
+		return b.shared.Get(sha) // checked against its name there
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNotFound
 	}

@@ -186,3 +186,49 @@ func TestBlobsOpenFails(t *testing.T) {
 		t.Fatal("SyncDir of a missing folder succeeded")
 	}
 }
+
+type failingShared struct {
+	ledger.BlobStore
+	err error
+}
+
+func (f failingShared) Put([]byte) (string, error) { return "", f.err }
+
+// TestSharedBlobsAreWrittenThroughAndReadBack: with a shared store, a
+// committed blob is put there too, a blob missing from the folder is read
+// from there, and a failed shared put fails the commit (no event may name
+// a blob the other nodes cannot read).
+func TestSharedBlobsAreWrittenThroughAndReadBack(t *testing.T) {
+	shared, err := ledger.OpenBlobs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ledger.OpenBlobs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetShared(shared)
+	sha, err := a.Put([]byte("evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := shared.Get(sha); err != nil || string(got) != "evidence" {
+		t.Fatalf("shared copy: %q %v", got, err)
+	}
+	b, err := ledger.OpenBlobs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetShared(shared)
+	if got, err := b.Get(sha); err != nil || string(got) != "evidence" {
+		t.Fatalf("read through the shared store: %q %v", got, err)
+	}
+	c, err := ledger.OpenBlobs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetShared(failingShared{shared, errors.New("object store down")})
+	if _, err := c.Put([]byte("other")); err == nil {
+		t.Fatal("a blob the shared store refused was committed")
+	}
+}

@@ -92,6 +92,12 @@ func (u *Upload) Commit() (*BlobRef, error) {
 	if err == nil {
 		u.b.tell(BlobRenamed)
 	}
+	if err == nil {
+		if err = u.b.share(ref.sha); err != nil {
+			_, _ = ref.Release(false)
+			return nil, err
+		}
+	}
 	return ref, err
 }
 

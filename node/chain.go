@@ -24,7 +24,7 @@ var ErrLogBehindHead = errors.New("the log ends before the last acknowledged com
 // genesis), and each event's hash recomputed from its content. It stops at
 // the first bad seq and checks that the log's head record is the last
 // event.
-func checkChain(store *ledger.Store, from ledger.Head) error {
+func checkChain(store ledger.Backend, from ledger.Head) error {
 	prev := from
 	err := store.RangeRaw(from.Seq, func(seq uint64, raw []byte) error {
 		if seq != prev.Seq+1 {

@@ -67,8 +67,10 @@ func TestPackageBoundaries(t *testing.T) {
 		"github.com/labstack/echo/v4": {"api/"},
 		"net/http":                    {"api/", "bench/", "client/", "cmd/", "node/"},
 		"github.com/nats-io/nats.go":  {"ledger/jetstream/"},
-		// The embedded NATS server runs in tests only.
-		"github.com/nats-io/nats-server/v2": {},
+		// The embedded NATS server runs in tests only: jstest is the test
+		// helper that starts it (imported by _test files only, checked by
+		// TestBinaryDoesNotLinkNATSServer).
+		"github.com/nats-io/nats-server/v2": {"ledger/jetstream/jstest/"},
 	}
 	fset := token.NewFileSet()
 	for _, rel := range goFiles(t, root) {
@@ -175,5 +177,27 @@ func TestNoWallClock(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// TestBinaryDoesNotLinkNATSServer keeps the embedded NATS server (and the
+// jstest helper that starts it) out of the taskledger binary: the cluster
+// node is a NATS client only.
+func TestBinaryDoesNotLinkNATSServer(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command("go", "list", "-deps", "./cmd/taskledger")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps listed %d packages", len(deps))
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "github.com/nats-io/nats-server/") || dep == "taskledger/ledger/jetstream/jstest" {
+			t.Errorf("the binary links %s", dep)
+		}
 	}
 }

@@ -63,7 +63,13 @@ func RestoreSnapshot(s *snapshots.Snapshot, cfg projections.Config) (*projection
 // matching the log, or its tail does not apply). Refused snapshots are
 // logged and reported, never fatal. Soft records are loaded last.
 func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Logger) (*Loaded, error) {
-	snap, refused, err := snapshots.LoadNewest(snapshots.Dir(DataDir(store)), SnapshotWant(cfg), store)
+	return LoadProjectionsFrom(store, DataDir(store), cfg, log)
+}
+
+// LoadProjectionsFrom is LoadProjections over any backend, with the
+// snapshots of the data directory dir (a cluster node's own).
+func LoadProjectionsFrom(store ledger.Backend, dir string, cfg projections.Config, log zerolog.Logger) (*Loaded, error) {
+	snap, refused, err := snapshots.LoadNewest(snapshots.Dir(dir), SnapshotWant(cfg), store)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +109,7 @@ func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Lo
 // during it mostly marks memory that stays, and the limit still starts a
 // collection should the heap come near it. Without a limit the collector
 // runs as it is set.
-func Rebuild(store *ledger.Store, cfg projections.Config) (*projections.State, error) {
+func Rebuild(store projections.Source, cfg projections.Config) (*projections.State, error) {
 	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		defer pauseGC()()
 	}
@@ -119,7 +125,7 @@ const pausedTail = 100000
 // covers. With a short tail the garbage collector stays off until the
 // end, so its first cycle over the restored projections runs after the
 // load instead of slowing it.
-func fromSnapshot(store *ledger.Store, snap *snapshots.Snapshot, cfg projections.Config) (*projections.State, uint64, error) {
+func fromSnapshot(store ledger.Backend, snap *snapshots.Snapshot, cfg projections.Config) (*projections.State, uint64, error) {
 	if head, err := store.Head(); err == nil && head.Seq-snap.Seq <= pausedTail {
 		defer pauseGC()()
 	}

@@ -61,7 +61,9 @@ type Config struct {
 
 // Node is a running ledger.
 type Node struct {
-	Store   *ledger.Store
+	Store *ledger.Store // the bbolt file; nil on a cluster
+	// Log is the log the node runs on: Store, or the replicated stream.
+	Log     ledger.Backend
 	Blobs   *ledger.Blobs
 	Engine  *commands.Engine
 	API     *api.Server
@@ -75,6 +77,7 @@ type Node struct {
 	head         *headFile
 	snap         *snapshotter
 	soft         *softCollector
+	cluster      *clusterLink // nil on bbolt
 }
 
 // Errors of start-up refusals.
@@ -99,7 +102,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := open(cfg, store, fresh)
+	n, err := open(cfg, source{log: store, store: store, fresh: fresh})
 	if err != nil {
 		store.Close()
 		if fresh {
@@ -110,8 +113,18 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
-	mc, err := store.ManualClock()
+// source is what a node runs on: the bbolt file (store set), or a
+// replicated log shared with other nodes (cluster set; store nil).
+type source struct {
+	log     ledger.Backend
+	store   *ledger.Store
+	fresh   bool // a new bbolt file
+	cluster *clusterLink
+}
+
+func open(cfg Config, src source) (*Node, error) {
+	store, backend := src.store, src.log
+	mc, err := backend.ManualClock()
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +137,11 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	metrics := api.NewMetrics()
 	start := time.Now() //tl:wallclock replay-duration metric
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
-	loaded, err := LoadProjections(store, pcfg, cfg.Logger)
+	loaded, err := LoadProjectionsFrom(backend, cfg.DataDir, pcfg, cfg.Logger)
 	if err != nil {
 		// A log that does not replay: name its first damaged event when
 		// the hash chain shows one.
-		if cerr := checkChain(store, ledger.GenesisHead()); cerr != nil {
+		if cerr := checkChain(backend, ledger.GenesisHead()); cerr != nil {
 			return nil, cerr
 		}
 		return nil, err
@@ -138,21 +151,34 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if loaded.Snapshot != nil {
 		from = ledger.Head{Seq: loaded.Snapshot.Seq, Hash: loaded.Snapshot.Hash}
 	}
-	if err := checkChain(store, from); err != nil {
+	if err := checkChain(backend, from); err != nil {
 		return nil, err
 	}
-	if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
-		return nil, err
+	if store != nil {
+		if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
+			return nil, err
+		}
 	}
 	metrics.ObserveReplay(time.Since(start))
-	admins, err := store.AdminTokens()
+	var initial []byte
+	if src.cluster != nil {
+		// The node whose create of the initial token wins initializes an
+		// empty stream; every node reads the tokens after that.
+		if initial, err = src.cluster.initialToken(cfg, state.Head); err != nil {
+			return nil, err
+		}
+	}
+	admins, err := backend.AdminTokens()
 	if err != nil {
 		return nil, err
+	}
+	if initial != nil {
+		admins["initial"] = initial
 	}
 	// The offline admin-token command decides nothing about claims: it
 	// needs no claim-token secret (and is given none).
 	if !cfg.Offline {
-		if err := checkSecret(store, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
+		if err := checkSecret(backend, loaded, admins, cfg.Commands.ClaimSecret); err != nil {
 			return nil, err
 		}
 	}
@@ -160,12 +186,15 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if src.cluster != nil && src.cluster.blobs != nil {
+		blobs.SetShared(src.cluster.blobs)
+	}
 	// The data directory's layout (operations.md) has snapshots/ from the
 	// first start on, before the first snapshot is written into it.
 	if err := os.MkdirAll(snapshots.Dir(cfg.DataDir), 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
-	if fresh && !cfg.Offline {
+	if src.fresh && !cfg.Offline {
 		tok, err := api.NewAdminToken()
 		if err != nil {
 			return nil, err
@@ -197,12 +226,21 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 		}
 		manual = commands.NewManualClock(time.UnixMilli(at))
 		if !mc.Enabled || mc.Now != at {
-			if err := store.Append(&ledger.Batch{Expected: state.Head, ManualClock: &ledger.ManualClock{Enabled: true, Now: at}}); err != nil {
+			if err := backend.Append(&ledger.Batch{Expected: state.Head, ManualClock: &ledger.ManualClock{Enabled: true, Now: at}}); err != nil {
 				return nil, err
 			}
 		}
 	}
-	load := func() (*projections.State, error) { return Load(store, pcfg, cfg.Logger) }
+	var load commands.Loader = func() (*projections.State, error) {
+		l, err := LoadProjectionsFrom(backend, cfg.DataDir, pcfg, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		return l.State, nil
+	}
+	if src.cluster != nil {
+		load = src.cluster.retrying(load)
+	}
 	var kcv []byte
 	if cfg.Commands.ClaimSecret != nil {
 		kcv = commands.SecretCheck(cfg.Commands.ClaimSecret)
@@ -215,38 +253,58 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	if manual != nil {
 		tclock = manual
 	}
-	tlog, err := transparency.Open(store, cfg.DataDir, tclock, cfg.Logger)
-	if err != nil {
-		return nil, err
+	// The transparency log (Merkle tree, checkpoints in the bbolt file)
+	// is a bbolt node's: a cluster node serves none (its routes 404).
+	var tlog *transparency.Log
+	if store != nil {
+		if tlog, err = transparency.Open(store, cfg.DataDir, tclock, cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
 	snap.timed = cfg.SnapshotTimed
 	observe := observeLeases(metrics)
 	commits := api.NewNotifier()
-	hf, err := openHeadFile(cfg.DataDir, state.Head)
-	if err != nil {
-		tlog.Close()
-		return nil, err
+	var hf *headFile
+	if store != nil {
+		if hf, err = openHeadFile(cfg.DataDir, state.Head); err != nil {
+			tlog.Close()
+			return nil, err
+		}
+		// Past every refusal, before anything can write a blob: what crashed
+		// or refused uploads left in blobs/ goes.
+		collectBlobs(store, blobs, state, cfg.Logger)
 	}
-	// Past every refusal, before anything can write a blob: what crashed
-	// or refused uploads left in blobs/ goes.
-	collectBlobs(store, blobs, state, cfg.Logger)
-	var log commands.Log = store
+	var log commands.Log = backend
+	if src.cluster != nil {
+		log = src.cluster.fence
+	}
 	if cfg.WrapLog != nil {
-		log = cfg.WrapLog(store)
+		log = cfg.WrapLog(log)
+	}
+	var leaves func(uint64, [][]byte)
+	if tlog != nil {
+		leaves = tlog.Committed
 	}
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
 		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
-		Leaves: tlog.Committed,
+		Leaves: leaves,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
-			hf.write(head)
+			if hf != nil {
+				hf.write(head)
+			}
 			snap.committed(head)
 			observe(events, bodies)
 			commits.Notify()
+			if src.cluster != nil {
+				src.cluster.applied.Notify()
+			}
 		}})
-	snap.signed = func(seq uint64) {
-		if _, err := tlog.SignAt(seq); err != nil {
-			cfg.Logger.Error().Err(err).Msg("signing the checkpoint of a snapshot failed")
+	if tlog != nil {
+		snap.signed = func(seq uint64) {
+			if _, err := tlog.SignAt(seq); err != nil {
+				cfg.Logger.Error().Err(err).Msg("signing the checkpoint of a snapshot failed")
+			}
 		}
 	}
 	snap.start(eng)
@@ -260,10 +318,14 @@ func open(cfg Config, store *ledger.Store, fresh bool) (*Node, error) {
 	case cfg.SnapshotEvery > 0 && state.Head.Seq >= last+cfg.SnapshotEvery:
 		snap.trigger()
 	}
-	srv := api.New(api.Options{Engine: eng, Events: store, Blobs: blobs, ManualClock: cfg.Manual,
+	srv := api.New(api.Options{Engine: eng, Events: backend, Blobs: blobs, ManualClock: cfg.Manual,
 		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
-	return &Node{Store: store, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
-		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, cfg.Logger)}, nil
+	var active func() bool
+	if src.cluster != nil {
+		active = src.cluster.sequencing
+	}
+	return &Node{Store: store, Log: backend, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
+		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, active, cfg.Logger)}, nil
 }
 
 // Load builds the projections from the newest valid snapshot and the log
@@ -283,7 +345,7 @@ func Load(store *ledger.Store, cfg projections.Config, log zerolog.Logger) (*pro
 // Every server-issued claim after the snapshot the projections were loaded
 // from is recomputed; the ones it covers only when the snapshot does not
 // record that they were verified under this secret's key-check value.
-func checkSecret(store *ledger.Store, l *Loaded, admins map[string][]byte, secret []byte) error {
+func checkSecret(store ledger.Backend, l *Loaded, admins map[string][]byte, secret []byte) error {
 	s := l.State
 	kcv, err := store.SecretCheck()
 	if err != nil {
@@ -359,12 +421,22 @@ func VerifyServerClaims(src projections.Source, secret []byte, after uint64) err
 // Close stops the sequencer (finishing its batch) and closes the ledger.
 func (n *Node) Close() error {
 	n.API.Stopping()
+	if n.cluster != nil {
+		n.cluster.stopLoops()
+	}
 	n.soft.close()
 	n.Engine.Close()
+	if n.cluster != nil {
+		n.cluster.release() // a standby takes over without waiting for the lease to expire
+	}
 	n.snap.close()
-	n.Transparency.Close()
-	n.head.close()
-	return n.Store.Close()
+	if n.Transparency != nil {
+		n.Transparency.Close()
+	}
+	if n.head != nil {
+		n.head.close()
+	}
+	return n.Log.Close()
 }
 
 // Snapshot writes a snapshot of the committed projections now (unless the

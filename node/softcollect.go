@@ -25,7 +25,10 @@ const DefaultSoftCollectEvery = time.Minute
 type softCollector struct {
 	eng   *commands.Engine
 	every time.Duration
-	log   zerolog.Logger
+	// active says whether this node sequences (nil: always, bbolt): on a
+	// cluster only the sequencer collects, a follower appends nothing.
+	active func() bool
+	log    zerolog.Logger
 
 	mu     sync.Mutex // one round at a time
 	kick   chan struct{}
@@ -35,12 +38,12 @@ type softCollector struct {
 	once   sync.Once
 }
 
-func newSoftCollector(eng *commands.Engine, every time.Duration, log zerolog.Logger) *softCollector {
+func newSoftCollector(eng *commands.Engine, every time.Duration, active func() bool, log zerolog.Logger) *softCollector {
 	if every <= 0 {
 		every = DefaultSoftCollectEvery
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &softCollector{eng: eng, every: every, log: log, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+	c := &softCollector{eng: eng, every: every, active: active, log: log, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 		done: make(chan struct{})}
 	c.kick <- struct{}{} // a first round at start
 	go c.run()
@@ -57,6 +60,9 @@ func (c *softCollector) run() {
 			return
 		case <-t.C:
 		case <-c.kick:
+		}
+		if c.active != nil && !c.active() {
+			continue
 		}
 		if _, err := c.collect(c.ctx); err != nil && !errors.Is(err, context.Canceled) &&
 			!errors.Is(err, commands.ErrShuttingDown) {

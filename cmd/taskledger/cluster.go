@@ -16,8 +16,8 @@ import (
 
 // The JetStream backend from the command line: `verify --ledger
 // nats://...` checks a replicated log, `migrate` copies a bbolt ledger
-// into an empty stream. serve does not run on it yet (docs/operations.md,
-// "Running on a cluster (in progress)").
+// into an empty stream, `serve --ledger nats://... --advertise URL` runs a
+// node on it (docs/operations.md, "Running on a cluster").
 
 // natsFlags are the flags that name a JetStream log.
 type natsFlags struct {
@@ -123,4 +123,52 @@ func cmdMigrate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "ok: migrated %d events, head seq %d, hash %x, into JetStream stream %s_EVENTS (verified)\n", rep.Events, rep.Head.Seq, rep.Head.Hash, nf.name)
 	return 0
+}
+
+// clusterFlags are serve's flags for running on a cluster.
+type clusterFlags struct {
+	nats      natsFlags
+	advertise string
+	leaseTTL  time.Duration
+}
+
+func (f *clusterFlags) register(fs *flag.FlagSet) {
+	f.nats.register(fs)
+	fs.StringVar(&f.advertise, "advertise", "", "with --ledger: this node's URL as the other nodes reach it (https://host:port)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", node.DefaultLeaseTTL, "with --ledger: the sequencer lease's life (1s–60s, the same on every node)")
+}
+
+// check refuses a cluster configuration serve cannot run (before it
+// listens); nothing to check without --ledger.
+func (f *clusterFlags) check(manual bool) error {
+	if f.nats.ledger == "" {
+		return nil
+	}
+	if manual {
+		return node.ErrManualCluster
+	}
+	if !strings.HasPrefix(f.advertise, "http://") && !strings.HasPrefix(f.advertise, "https://") {
+		return errors.New("--ledger needs --advertise http(s)://HOST:PORT (where the other nodes forward commands)")
+	}
+	if f.leaseTTL < time.Second || f.leaseTTL > time.Minute {
+		return errors.New("--lease-ttl must be between 1s and 60s")
+	}
+	return nil
+}
+
+// open starts a node on the cluster (serve --ledger nats://...).
+func (f *clusterFlags) open(cfg node.Config) (*node.Node, error) {
+	if err := f.check(cfg.Manual); err != nil {
+		return nil, err
+	}
+	log, err := f.nats.open()
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.OpenCluster(cfg, node.ClusterConfig{Log: log, Advertise: f.advertise, LeaseTTL: f.leaseTTL})
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	return n, nil
 }

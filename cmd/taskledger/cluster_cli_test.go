@@ -4,34 +4,16 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
+	"taskledger/ledger/jetstream/jstest"
 	"taskledger/ledger/ledgertest"
 )
 
 // natsURL starts an embedded JetStream server on a loopback random port
 // (its store in a temporary directory) and returns its nats:// URL.
-func natsURL(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("embedded NATS server did not start")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s.ClientURL()
-}
+func natsURL(t *testing.T) string { return jstest.Server(t, false).ClientURL() }
 
 func TestMigrateCopiesTheLedgerAndVerifyChecksTheStream(t *testing.T) {
 	dir, _ := reviewLedger(t)

@@ -91,6 +91,7 @@ type serveFlags struct {
 	authMin, authMax, retention, requiredChecks string
 	snapshotEvery, claimSecret, logLevel        string
 	net                                         netFlags
+	cluster                                     clusterFlags
 }
 
 // netFlags are the network settings of `serve`: TLS, timeouts, connection
@@ -259,6 +260,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	str(&f.claimSecret, "claim-token-secret", "", "claim-token secret: 64 lowercase hex (enables server-issued claim tokens)")
 	str(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.net.register(fs)
+	f.cluster.register(fs)
 }
 
 func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {

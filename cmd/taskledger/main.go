@@ -50,6 +50,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if manual && !loopback(f.listen) {
 		return fail(stderr, "--clock=manual is refused unless --listen is a loopback address")
 	}
+	if err := f.cluster.check(manual); err != nil {
+		return fail(stderr, "%v", err)
+	}
 	nc, err := f.net.config(f.listen)
 	if err != nil {
 		return fail(stderr, "%v", err)
@@ -66,8 +69,14 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
-	nd, err := node.Open(node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
-		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }})
+	ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }}
+	var nd *node.Node
+	if f.cluster.nats.ledger != "" {
+		nd, err = f.cluster.open(ncfg)
+	} else {
+		nd, err = node.Open(ncfg)
+	}
 	if err != nil {
 		ln.Close()
 		if errors.Is(err, ledger.ErrInUse) {
@@ -76,7 +85,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		return fail(stderr, "%v", err)
 	}
 	nd.API.SetLimits(nc.limits())
-	srv := nc.httpServer(nd.API.Handler(), logger)
+	srv := nc.httpServer(nd.Handler(), logger)
 	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).
 		Bool("tls", certs != nil).Msg("serving")
 	// Signals are caught before the address is announced: a SIGTERM sent as

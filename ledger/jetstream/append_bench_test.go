@@ -5,6 +5,7 @@ import (
 
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
+	"taskledger/ledger/jetstream/jstest"
 	"taskledger/ledger/ledgertest"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkAppendBatchOf16(b *testing.B) {
 		benchAppend(b, s)
 	})
 	b.Run("jetstream-R1", func(b *testing.B) {
-		srv := MustServer(b, false)
+		srv := jstest.Server(b, false)
 		l, err := jetstream.Open(jetstream.Config{URL: srv.ClientURL(), Name: "BENCH"})
 		if err != nil {
 			b.Fatal(err)
@@ -56,7 +57,7 @@ func BenchmarkAppendBatchOf16(b *testing.B) {
 		benchAppend(b, l)
 	})
 	b.Run("jetstream-R1-sync-always", func(b *testing.B) {
-		srv := MustServer(b, true)
+		srv := jstest.Server(b, true)
 		l, err := jetstream.Open(jetstream.Config{URL: srv.ClientURL(), Name: "BENCH"})
 		if err != nil {
 			b.Fatal(err)

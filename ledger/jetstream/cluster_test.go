@@ -3,8 +3,6 @@ package jetstream_test
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,99 +10,16 @@ import (
 
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
+	"taskledger/ledger/jetstream/jstest"
 	"taskledger/ledger/ledgertest"
 )
-
-// freePorts reserves n loopback ports (the cluster's routes must be known
-// before the servers start).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// eventually polls cond until it holds or the bound passes (a cluster
-// elects its leaders on its own schedule: there is no signal to wait on).
-func eventually(t *testing.T, bound time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.NewTimer(bound)
-	defer deadline.Stop()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v: %v", what, bound, err)
-		case <-tick.C:
-		}
-	}
-}
-
-// mustCluster starts three embedded JetStream servers routed to each other
-// on loopback, and waits until they have a meta leader.
-func mustCluster(t *testing.T) []*server.Server {
-	t.Helper()
-	ports := freePorts(t, 3)
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
-	var servers []*server.Server
-	for i, p := range ports {
-		s, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-			JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "tl", Host: "127.0.0.1", Port: p},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		t.Cleanup(func() {
-			s.Shutdown()
-			s.WaitForShutdown()
-		})
-		servers = append(servers, s)
-	}
-	for _, s := range servers {
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatal("embedded NATS server did not start")
-		}
-	}
-	eventually(t, 15*time.Second, "meta leader", func() error {
-		for _, s := range servers {
-			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
-				return nil
-			}
-		}
-		return errors.New("no JetStream meta leader with three peers")
-	})
-	return servers
-}
 
 // TestClusterR3SurvivesTheLossOfOneServer appends on an R3 stream through
 // two writers on different servers (exactly one wins each race), shuts the
 // stream's leader down, and checks that the log, whole, keeps accepting
 // appends at the head through the two servers left.
 func TestClusterR3SurvivesTheLossOfOneServer(t *testing.T) {
-	servers := mustCluster(t)
+	servers := jstest.Cluster(t)
 	var urls []string
 	for _, s := range servers {
 		urls = append(urls, s.ClientURL())
@@ -112,7 +27,7 @@ func TestClusterR3SurvivesTheLossOfOneServer(t *testing.T) {
 	open := func(url string) *jetstream.Log {
 		t.Helper()
 		var l *jetstream.Log
-		eventually(t, 15*time.Second, "open R3 log", func() error {
+		jstest.Eventually(t, 15*time.Second, "open R3 log", func() error {
 			var err error
 			l, err = jetstream.Open(jetstream.Config{URL: url, Name: "R3", Replicas: 3, Timeout: 2 * time.Second})
 			return err
@@ -155,7 +70,7 @@ func TestClusterR3SurvivesTheLossOfOneServer(t *testing.T) {
 	// Shut the stream's leader down (not the server a is connected to: a
 	// keeps its one URL; b reconnects to the other).
 	leader := -1
-	eventually(t, 10*time.Second, "stream leader", func() error {
+	jstest.Eventually(t, 10*time.Second, "stream leader", func() error {
 		for i, s := range servers {
 			if s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "R3_EVENTS") {
 				leader = i
@@ -171,7 +86,7 @@ func TestClusterR3SurvivesTheLossOfOneServer(t *testing.T) {
 	servers[leader].Shutdown()
 	servers[leader].WaitForShutdown()
 	more, next := ledgertest.Events(t, head, 2, map[string]uint64{}, "task/c")
-	eventually(t, 20*time.Second, "append after the leader's loss", func() error {
+	jstest.Eventually(t, 20*time.Second, "append after the leader's loss", func() error {
 		err := writer.Append(&ledger.Batch{Expected: head, Events: more})
 		if errors.Is(err, ledger.ErrHeadMoved) {
 			// An earlier try was stored and its answer lost: the head is ours.
@@ -200,7 +115,7 @@ func TestClusterR3SurvivesTheLossOfOneServer(t *testing.T) {
 // streams of a three-server cluster, each backend connected to another
 // server.
 func TestClusterR3Conformance(t *testing.T) {
-	servers := mustCluster(t)
+	servers := jstest.Cluster(t)
 	next := 0
 	ledgertest.Run(t, ledgertest.Harness{Shared: true, New: func(t *testing.T) func() (ledger.Backend, error) {
 		name := fmt.Sprintf("C%d", names.Add(1))
@@ -209,7 +124,7 @@ func TestClusterR3Conformance(t *testing.T) {
 			next++
 			var l *jetstream.Log
 			var err error
-			eventually(t, 15*time.Second, "open R3 log", func() error {
+			jstest.Eventually(t, 15*time.Second, "open R3 log", func() error {
 				l, err = jetstream.Open(jetstream.Config{URL: url, Name: name, Replicas: 3, Timeout: 3 * time.Second})
 				return err
 			})

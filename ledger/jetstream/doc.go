@@ -16,6 +16,10 @@
 //	NAME_SOFT    key-value bucket (history 1): the soft records.
 //	NAME_META    key-value bucket (history 1): "manual_clock" (msgpack
 //	             ManualClock), "secret_check", "admin.<name>" (token hash).
+//	NAME_LEASE   key-value bucket (history 1, max age = the lease TTL):
+//	             "sequencer", JSON {"id", "url"} of the lease holder
+//	             (lease.go; created by the first node that serves).
+//	NAME_BLOBS   object store: blobs named by their SHA-256 (blobs.go).
 //
 // Ledger keys become bucket keys one to one: letters, digits, '-', '_'
 // and '/' stay, every other byte is '=' and two hex digits.

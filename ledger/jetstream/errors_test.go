@@ -10,6 +10,7 @@ import (
 
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
+	"taskledger/ledger/jetstream/jstest"
 	"taskledger/ledger/ledgertest"
 )
 
@@ -24,7 +25,7 @@ func mustConn(t *testing.T, url string) *nats.Conn {
 }
 
 func TestBatchLargerThanMaxPayloadIsRefused(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "BIG"})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func TestBatchLargerThanMaxPayloadIsRefused(t *testing.T) {
 }
 
 func TestStreamThatAllowsDeleteIsRefused(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	js, err := natsjs.New(mustConn(t, s.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestStreamThatAllowsDeleteIsRefused(t *testing.T) {
 }
 
 func TestForeignMessageInTheStreamIsCorrupt(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "FOREIGN"})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestForeignMessageInTheStreamIsCorrupt(t *testing.T) {
 }
 
 func TestClosedLogRefuses(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "CLOSED"})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestClosedLogRefuses(t *testing.T) {
 }
 
 func TestOpenWithoutServerFails(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	url := s.ClientURL()
 	s.Shutdown()
 	s.WaitForShutdown()
@@ -123,7 +124,7 @@ func TestOpenWithoutServerFails(t *testing.T) {
 }
 
 func TestBlobUnderAnotherNameIsDamaged(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "DMG"})
 	if err != nil {
 		t.Fatal(err)

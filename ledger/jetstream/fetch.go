@@ -2,9 +2,11 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -15,9 +17,33 @@ const (
 	consumerFetch = 256
 )
 
+// noResponderRetries bounds how often read starts again after the server
+// answered "no responders" (a JetStream API request that found no server
+// to take it: a cluster electing a leader, a server starved of CPU).
+const noResponderRetries = 20
+
 // read calls fn with the body of every message from JetStream sequence
-// from through to, in order.
+// from through to, in order. A read the cluster answers "no responders"
+// goes on from the first message not yet delivered, after a pause.
 func (l *Log) read(ctx context.Context, from, to uint64, fn func(js uint64, body []byte) error) error {
+	next := from
+	for attempt := 1; ; attempt++ {
+		err := l.readFrom(ctx, &next, to, fn)
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) || attempt >= noResponderRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(min(attempt, 5)) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// readFrom is one attempt of read; *next is the first message fn has not
+// been given.
+func (l *Log) readFrom(ctx context.Context, next *uint64, to uint64, fn func(js uint64, body []byte) error) error {
+	from := *next
 	if to < from {
 		return nil
 	}
@@ -30,6 +56,7 @@ func (l *Log) read(ctx context.Context, from, to uint64, fn func(js uint64, body
 			if err := fn(js, m.Data); err != nil {
 				return err
 			}
+			*next = js + 1
 		}
 		return nil
 	}
@@ -38,7 +65,13 @@ func (l *Log) read(ctx context.Context, from, to uint64, fn func(js uint64, body
 	if err != nil {
 		return fmt.Errorf("jetstream: read from message %d: %w", from, err)
 	}
-	for next := from; next <= to; {
+	return l.consume(cons, next, to, fn)
+}
+
+func (l *Log) consume(cons natsjs.Consumer, nextp *uint64, to uint64, fn func(js uint64, body []byte) error) error {
+	next := *nextp
+	defer func() { *nextp = next }()
+	for next <= to {
 		batch, err := cons.Fetch(int(min(to-next+1, consumerFetch)), natsjs.FetchMaxWait(l.cfg.Timeout))
 		if err != nil {
 			return fmt.Errorf("jetstream: read from message %d: %w", next, err)

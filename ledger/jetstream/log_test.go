@@ -4,38 +4,12 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
+	"taskledger/ledger/jetstream/jstest"
 	"taskledger/ledger/ledgertest"
 )
-
-// MustServer starts an embedded JetStream server on a loopback random
-// port with its store in a temporary directory, shut down at cleanup;
-// syncAlways fsyncs every write (sync_interval: always).
-func MustServer(t testing.TB, syncAlways bool) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), SyncAlways: syncAlways,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("embedded NATS server did not start")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s
-}
 
 var names atomic.Int64
 
@@ -52,14 +26,14 @@ func harness(t *testing.T, url string) ledgertest.Harness {
 // TestLogConformance runs the backend conformance suite on a JetStream
 // stream (R1, file storage) of an embedded server.
 func TestLogConformance(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	ledgertest.Run(t, harness(t, s.ClientURL()))
 }
 
 // TestBlobsConformance runs the blob store conformance tests on the
 // object store of an embedded server.
 func TestBlobsConformance(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	ledgertest.RunBlobs(t, func(t *testing.T) ledger.BlobStore {
 		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "BLOBS"})
 		if err != nil {
@@ -78,7 +52,7 @@ func TestBlobsConformance(t *testing.T) {
 // fetches one by one, and reads them back from a reopened log (Open, Range
 // from inside, Stream).
 func TestManyBatchesReadThroughTheConsumer(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	open := func() *jetstream.Log {
 		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "MANY"})
 		if err != nil {
@@ -124,7 +98,7 @@ func TestManyBatchesReadThroughTheConsumer(t *testing.T) {
 // try was stored and the answer lost, or an identical decision) reports it
 // committed, and the batch is stored once.
 func TestBatchAlreadyStoredIsCommitted(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	open := func() *jetstream.Log {
 		l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "ONCE"})
 		if err != nil {
@@ -155,7 +129,7 @@ func TestBatchAlreadyStoredIsCommitted(t *testing.T) {
 // goroutines while batches are appended: a batch a read indexes before
 // its own Append returns is not indexed twice.
 func TestReadsDuringAppendsIndexEachBatchOnce(t *testing.T) {
-	s := MustServer(t, false)
+	s := jstest.Server(t, false)
 	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "READS"})
 	if err != nil {
 		t.Fatal(err)

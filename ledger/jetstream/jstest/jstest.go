@@ -1,0 +1,133 @@
+// Package jstest starts embedded NATS JetStream servers for tests: one
+// server, or a three-node cluster routed on loopback, each with its store
+// in a temporary directory and shut down at cleanup. It is imported by
+// tests only (TestPackageBoundaries keeps the embedded server out of the
+// binary: no non-test package outside this one imports it).
+package jstest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Server starts an embedded JetStream server on a loopback random port;
+// syncAlways fsyncs every write (sync_interval: always).
+func Server(t testing.TB, syncAlways bool) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(), SyncAlways: syncAlways,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("embedded NATS server did not start")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// FreePorts reserves n loopback ports (the cluster's routes must be known
+// before the servers start).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// Eventually polls cond until it holds or the bound passes (a cluster
+// elects its leaders on its own schedule: there is no signal to wait on).
+func Eventually(t testing.TB, bound time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("%s: not within %v: %v", what, bound, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Cluster starts three embedded JetStream servers routed to each other on
+// loopback, and waits until they have a meta leader with three peers.
+func Cluster(t testing.TB) []*server.Server {
+	t.Helper()
+	ports := FreePorts(t, 3)
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	var servers []*server.Server
+	for i, p := range ports {
+		s, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+			JetStream: true, StoreDir: t.TempDir(),
+			Cluster: server.ClusterOpts{Name: "tl", Host: "127.0.0.1", Port: p},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(func() {
+			s.Shutdown()
+			s.WaitForShutdown()
+		})
+		servers = append(servers, s)
+	}
+	for _, s := range servers {
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatal("embedded NATS server did not start")
+		}
+	}
+	Eventually(t, 15*time.Second, "meta leader", func() error {
+		for _, s := range servers {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
+				return nil
+			}
+		}
+		return errors.New("no JetStream meta leader with three peers")
+	})
+	return servers
+}
+
+// URLs is every server's client URL, comma-separated.
+func URLs(servers []*server.Server) string {
+	var us []string
+	for _, s := range servers {
+		us = append(us, s.ClientURL())
+	}
+	return strings.Join(us, ",")
+}

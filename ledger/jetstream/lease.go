@@ -1,0 +1,162 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Lease errors.
+var (
+	// ErrLeaseHeld is returned by Acquire while another holder's key lives.
+	ErrLeaseHeld = errors.New("jetstream: the lease is held")
+	// ErrLeaseLost is returned by Renew and Release when the key is not the
+	// revision the caller holds (it expired, or another holder took it).
+	ErrLeaseLost = errors.New("jetstream: the lease is no longer ours")
+	// ErrNoLease is returned by Current when nobody holds the lease.
+	ErrNoLease = errors.New("jetstream: nobody holds the lease")
+)
+
+// leaseKey is the one key of the lease bucket.
+const leaseKey = "sequencer"
+
+// Lease is the sequencer lease: one key in the bucket NAME_LEASE (history
+// 1, same replicas as the stream) whose messages expire TTL after they
+// were written (the bucket's max age). Acquire creates the key only when
+// it is absent, Renew rewrites it only at the revision the holder has:
+// both are compare-and-set on the key's last sequence, so of two nodes
+// racing exactly one holds it. Reads go through the bucket stream's leader.
+type Lease struct {
+	l   *Log
+	kv  natsjs.KeyValue
+	ttl time.Duration
+}
+
+// Lease opens (creating if needed) the lease bucket with keys living ttl.
+// Every node of one cluster must use the same ttl: the bucket is updated
+// to the caller's.
+func (l *Log) Lease(ttl time.Duration) (*Lease, error) {
+	if ttl < 100*time.Millisecond {
+		return nil, fmt.Errorf("jetstream: lease TTL %v is too short", ttl)
+	}
+	ctx, cancel := l.ctx()
+	defer cancel()
+	name := l.cfg.Name + "_LEASE"
+	kv, err := l.js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: name, History: 1, TTL: ttl,
+		Storage: natsjs.FileStorage, Replicas: l.cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: bucket %s: %w", name, err)
+	}
+	if kv, err = leaderReads(ctx, l.js, kv); err != nil {
+		return nil, fmt.Errorf("jetstream: bucket %s: %w", name, err)
+	}
+	return &Lease{l: l, kv: kv, ttl: ttl}, nil
+}
+
+// TTL is how long a written lease lives.
+func (le *Lease) TTL() time.Duration { return le.ttl }
+
+// Acquire writes value as the lease when nobody holds it and returns the
+// revision now held; ErrLeaseHeld when the key lives.
+func (le *Lease) Acquire(value []byte) (uint64, error) {
+	ctx, cancel := le.l.ctx()
+	defer cancel()
+	rev, err := le.kv.Create(ctx, leaseKey, value)
+	if errors.Is(err, natsjs.ErrKeyExists) {
+		return 0, ErrLeaseHeld
+	}
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: acquire the lease: %w", err)
+	}
+	return rev, nil
+}
+
+// Renew rewrites the lease held at rev (its life starts again) and returns
+// the new revision; ErrLeaseLost when the key is not at rev any more.
+func (le *Lease) Renew(value []byte, rev uint64) (uint64, error) {
+	ctx, cancel := le.l.ctx()
+	defer cancel()
+	next, err := le.kv.Update(ctx, leaseKey, value, rev)
+	if errors.Is(err, natsjs.ErrKeyRevisionMismatch) || errors.Is(err, natsjs.ErrKeyNotFound) {
+		return 0, ErrLeaseLost
+	}
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: renew the lease: %w", err)
+	}
+	return next, nil
+}
+
+// Release deletes the lease held at rev (a node stepping down on purpose),
+// so another can take it at once; ErrLeaseLost when it is not at rev.
+func (le *Lease) Release(rev uint64) error {
+	ctx, cancel := le.l.ctx()
+	defer cancel()
+	err := le.kv.Delete(ctx, leaseKey, natsjs.LastRevision(rev))
+	var apiErr *natsjs.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+		return ErrLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: release the lease: %w", err)
+	}
+	return nil
+}
+
+// Current returns the living lease's value and revision; ErrNoLease when
+// nobody holds it.
+func (le *Lease) Current() ([]byte, uint64, error) {
+	ctx, cancel := le.l.ctx()
+	defer cancel()
+	e, err := le.kv.Get(ctx, leaseKey)
+	if errors.Is(err, natsjs.ErrKeyNotFound) || errors.Is(err, natsjs.ErrKeyDeleted) {
+		return nil, 0, ErrNoLease
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("jetstream: read the lease: %w", err)
+	}
+	return append([]byte(nil), e.Value()...), e.Revision(), nil
+}
+
+// Appended returns a channel that receives (coalesced) whenever a batch
+// message is published on the events subject, and a function that stops
+// it. It is a wake-up only: a message seen here may have been refused by
+// the stream; readers read the stream itself.
+func (l *Log) Appended() (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	sub, err := l.nc.Subscribe(l.subject, func(*nats.Msg) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("jetstream: subscribe %s: %w", l.subject, err)
+	}
+	return ch, func() { _ = sub.Unsubscribe() }, nil
+}
+
+// CreateAdminToken stores an admin token's hash under name only if no
+// token of that name exists, and reports whether it did (the node that
+// initializes an empty stream is the one whose create wins).
+func (l *Log) CreateAdminToken(name string, hash []byte) (bool, error) {
+	ctx, cancel := l.ctx()
+	defer cancel()
+	_, err := l.meta.Create(ctx, adminPrefix+kvKey(name), hash)
+	if errors.Is(err, natsjs.ErrKeyExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("jetstream: admin token: %w", err)
+	}
+	return true, nil
+}
+
+// AdminToken returns the hash stored under name (nil when there is none),
+// read through the bucket's leader.
+func (l *Log) AdminToken(name string) ([]byte, error) {
+	return l.metaValue(adminPrefix + kvKey(name))
+}

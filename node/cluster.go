@@ -1,0 +1,332 @@
+package node
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"taskledger/api"
+	"taskledger/commands"
+	"taskledger/ledger"
+	"taskledger/ledger/jetstream"
+	"taskledger/projections"
+)
+
+// A node on a cluster: the log is a JetStream stream shared by every
+// node; exactly one node (the holder of the sequencer lease) runs its
+// engine's commands and appends, every other node follows the stream into
+// its own projections, serves reads and forwards commands (forward.go).
+// The role changes in lease.go; following is follow.go.
+
+// Cluster defaults.
+const (
+	DefaultLeaseTTL = 5 * time.Second
+	// DefaultReadWait bounds how long a follower's read waits for its
+	// projections to reach the stream's head before answering 503.
+	DefaultReadWait = 2 * time.Second
+)
+
+// ErrManualCluster is serve's refusal of the manual test clock on a
+// cluster: only the sequencer's test clock moves (a follower's reads see
+// its own, never below the head), which tests can live with and operators
+// should not. OpenCluster itself accepts it for the linearizability test.
+var ErrManualCluster = errors.New("--clock=manual is refused with --ledger nats:// (the test clock is single-node)")
+
+// ErrNotSequencer is the append of a node that does not hold the lease (its
+// commands are answered 503).
+var ErrNotSequencer = errors.New("this node is not the sequencer")
+
+// ClusterConfig is what a node on a cluster needs besides Config.
+type ClusterConfig struct {
+	// Log is the shared stream (the caller opened it; Close closes it).
+	Log *jetstream.Log
+	// Advertise is this node's URL as the other nodes reach it
+	// (https://host:port): followers forward commands there.
+	Advertise string
+	// LeaseTTL is how long a lease lives after its last renewal
+	// (default DefaultLeaseTTL); it is renewed every quarter of it, and
+	// the holder stops appending three quarters after its last renewal
+	// began. Every node of a cluster must use the same.
+	LeaseTTL time.Duration
+	// Poll is how often a follower reads the stream when no wake-up came
+	// (default a tenth of LeaseTTL).
+	Poll time.Duration
+	// ReadWait bounds a follower's read barrier (default DefaultReadWait).
+	ReadWait time.Duration
+	// Transport forwards commands to the sequencer (nil: a clone of
+	// http.DefaultTransport).
+	Transport http.RoundTripper
+}
+
+// role is what a cluster node does now.
+type role int32
+
+const (
+	following  role = iota // tails the stream, forwards commands
+	promoting              // holds the lease, catching up before it appends
+	sequencing             // holds the lease, its engine appends
+)
+
+// leaseValue is the lease key's content: who holds it and where it
+// answers.
+type leaseValue struct {
+	ID  string `json:"id"`  // random per process: a restarted node is another holder
+	URL string `json:"url"` // advertised URL
+}
+
+// clusterLink is a node's part in the cluster: the lease, the role, the
+// follower's tail and the forwarding.
+type clusterLink struct {
+	log      *jetstream.Log
+	lease    *jetstream.Lease
+	blobs    *jetstream.Blobs
+	fence    *fencedLog
+	applied  *api.Notifier // after every commit or followed batch
+	self     leaseValue
+	selfJSON []byte
+	clock    commands.Clock
+	logger   zerolog.Logger
+	cc       ClusterConfig
+	eng      *commands.Engine
+	fwd      *forwarder
+
+	mu       sync.Mutex
+	role     role
+	rev      uint64    // the lease revision held (promoting, sequencing)
+	deadline time.Time // sequencing: no append after it (the local clock)
+	leader   leaseValue
+	catchMu  sync.Mutex // one catch-up at a time (the tail, a promotion)
+
+	// Test hooks: a paused node's lease loop does nothing; a forced node
+	// believes it sequences whatever its deadline says.
+	paused atomic.Bool
+	forced atomic.Bool
+
+	kick chan struct{} // wakes the tail
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// OpenCluster starts a node on a shared JetStream log: its own snapshots
+// and the initial admin token file (on the node that initializes an empty
+// stream) in cfg.DataDir, blobs in the cluster's object store (with a
+// node-local copy in DATA/blobs). The node starts as a follower; it
+// sequences once it holds the lease.
+func OpenCluster(cfg Config, cc ClusterConfig) (*Node, error) {
+	if cc.Log == nil || cc.Advertise == "" {
+		return nil, errors.New("a cluster node needs its log and its advertised URL")
+	}
+	if cc.LeaseTTL <= 0 {
+		cc.LeaseTTL = DefaultLeaseTTL
+	}
+	if cc.Poll <= 0 {
+		cc.Poll = cc.LeaseTTL / 10
+	}
+	if cc.ReadWait <= 0 {
+		cc.ReadWait = DefaultReadWait
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = func(string, ...any) {}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	lease, err := cc.Log.Lease(cc.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := cc.Log.Blobs()
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClusterLink(cfg, cc, lease, blobs)
+	if err != nil {
+		return nil, err
+	}
+	n, err := open(cfg, source{log: cc.Log, cluster: c})
+	if err != nil {
+		return nil, err
+	}
+	c.eng = n.Engine
+	n.cluster = c
+	c.start()
+	return n, nil
+}
+
+func newClusterLink(cfg Config, cc ClusterConfig, lease *jetstream.Lease, blobs *jetstream.Blobs) (*clusterLink, error) {
+	id := make([]byte, 12)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	self := leaseValue{ID: hex.EncodeToString(id), URL: cc.Advertise}
+	raw, _ := json.Marshal(self)
+	clock := cfg.Clock
+	if clock == nil {
+		clock = commands.WallClock{}
+	}
+	logger := cfg.Logger.With().Str("node", cc.Advertise).Logger()
+	fwd, err := newForwarder(cc.Transport, self.URL, logger)
+	if err != nil {
+		return nil, err
+	}
+	c := &clusterLink{log: cc.Log, lease: lease, blobs: blobs, applied: api.NewNotifier(), self: self, selfJSON: raw,
+		clock: clock, logger: logger, cc: cc, fwd: fwd,
+		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	c.fence = &fencedLog{c: c}
+	return c, nil
+}
+
+func (c *clusterLink) start() {
+	c.wg.Add(2)
+	go c.leaseLoop()
+	go c.tailLoop()
+}
+
+// sequencing reports whether this node may append now: it holds the
+// lease and its local deadline has not passed.
+func (c *clusterLink) sequencing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.role == sequencing && (c.forced.Load() || c.clock.Now().Before(c.deadline))
+}
+
+// Role is the node's role now: "sequencer", "promoting", "follower", or ""
+// for a node that is not on a cluster.
+func (n *Node) Role() string {
+	if n.cluster == nil {
+		return ""
+	}
+	n.cluster.mu.Lock()
+	defer n.cluster.mu.Unlock()
+	return [...]string{"follower", "promoting", "sequencer"}[n.cluster.role]
+}
+
+// Sequencer is the advertised URL of the sequencer this node knows ("" when
+// none is known, or not on a cluster).
+func (n *Node) Sequencer() string {
+	if n.cluster == nil {
+		return ""
+	}
+	n.cluster.mu.Lock()
+	defer n.cluster.mu.Unlock()
+	if n.cluster.role != following {
+		return n.cluster.self.URL
+	}
+	return n.cluster.leader.URL
+}
+
+// stopLoops ends the lease loop and the tail (before the engine closes).
+func (c *clusterLink) stopLoops() {
+	c.once.Do(func() { close(c.stop) })
+	c.wg.Wait()
+}
+
+// release gives the lease up (a graceful stop: a standby takes over
+// without waiting for it to expire).
+func (c *clusterLink) release() {
+	c.mu.Lock()
+	held, rev := c.role != following, c.rev
+	c.role = following
+	c.mu.Unlock()
+	if held {
+		if err := c.lease.Release(rev); err != nil && !errors.Is(err, jetstream.ErrLeaseLost) {
+			c.logger.Warn().Err(err).Msg("could not release the sequencer lease; it expires on its own")
+		}
+	}
+}
+
+// initialToken creates the initial admin token when the stream is empty
+// and no node created it yet: the create is compare-and-set, so exactly
+// one node writes initial-admin-token (0600) into its data directory. It
+// returns the initial token's hash as stored (read by key through the
+// bucket's leader: a listing may lag a create just made), nil for none.
+func (c *clusterLink) initialToken(cfg Config, head ledger.Head) ([]byte, error) {
+	if head.Seq == 0 && !cfg.Offline {
+		tok, err := api.NewAdminToken()
+		if err != nil {
+			return nil, err
+		}
+		h := sha256.Sum256([]byte(tok))
+		created, err := c.log.CreateAdminToken("initial", h[:])
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			path := filepath.Join(cfg.DataDir, InitialTokenFile)
+			if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+				_ = c.log.DeleteAdminToken("initial")
+				return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
+			}
+			cfg.Stderr("initialized an empty stream; the initial admin token is in %s (mode 0600)\n", path)
+			return h[:], nil
+		}
+	}
+	return c.log.AdminToken("initial")
+}
+
+// fencedLog is the cluster engine's log: only the lease holder appends,
+// and a refused append (another writer moved the head) makes it step down.
+type fencedLog struct{ c *clusterLink }
+
+// Append appends b when this node sequences. A batch of events is fenced
+// by the stream (the expected last sequence); a batch of soft records
+// only is not, so its expected head is checked against the stream's head
+// first: a soft record is written, and its command answered, only when
+// the state it was decided on was the stream's newest at a moment after
+// the decision (docs/decisions.md, D203).
+func (f *fencedLog) Append(b *ledger.Batch) error {
+	c := f.c
+	if !c.sequencing() {
+		return ErrNotSequencer
+	}
+	if len(b.Events) == 0 {
+		h, err := c.log.Head()
+		if err != nil {
+			return err
+		}
+		if h.Seq != b.Expected.Seq || !sameHash(h.Hash, b.Expected.Hash) {
+			c.stepDown("the stream's head moved past this node")
+			return fmt.Errorf("%w: the stream is at seq %d, this node at %d", ledger.ErrHeadMoved, h.Seq, b.Expected.Seq)
+		}
+	}
+	err := c.log.Append(b)
+	if errors.Is(err, ledger.ErrHeadMoved) {
+		c.stepDown("another writer appended first")
+	}
+	return err
+}
+
+// retrying makes the engine's reload (after a failed commit or follow)
+// wait out an outage of the NATS cluster: a reload that cannot read the
+// stream is tried again every quarter second until it succeeds or the node
+// closes. (On bbolt a failed reload stops the engine: the file is gone.)
+func (c *clusterLink) retrying(load commands.Loader) commands.Loader {
+	return func() (*projections.State, error) {
+		for {
+			s, err := load()
+			if err == nil {
+				return s, nil
+			}
+			c.logger.Warn().Err(err).Msg("reloading the projections from the stream failed; retrying")
+			select {
+			case <-c.stop:
+				return nil, err
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func sameHash(a, b []byte) bool { return string(a) == string(b) }

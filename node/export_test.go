@@ -1,0 +1,33 @@
+package node
+
+// Test hooks of the cluster node, for the tests of package node_test.
+
+// PauseLease stops (or resumes) the node's lease loop: a paused holder
+// neither renews nor looks, as a process stopped by the scheduler would.
+func PauseLease(n *Node, paused bool) { n.cluster.paused.Store(paused) }
+
+// ForceSequencing makes the node believe it sequences whatever its lease
+// says (on), or ends that belief (off).
+func ForceSequencing(n *Node, on bool) {
+	c := n.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forced.Store(on)
+	if on {
+		c.role = sequencing
+	}
+}
+
+// Crash stops a cluster node as a killed process would stop: no renewal,
+// no release of the lease, the NATS connection closed under whatever is in
+// flight; then the goroutines end.
+func Crash(n *Node) {
+	c := n.cluster
+	c.paused.Store(true)
+	n.Log.Close()
+	c.stopLoops()
+	n.API.Stopping()
+	n.soft.close()
+	n.Engine.Close()
+	n.snap.close()
+}
