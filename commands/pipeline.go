@@ -16,7 +16,9 @@ import (
 // projections, applying each decision at once so the next command sees it,
 // and collects the decided events into the open batch. The committer
 // goroutine writes one batch at a time (ledger Append: one transaction,
-// one fsync) and then answers its commands. While batch N commits, every
+// one fsync), reports the outcome to the sequencer and hands the answers of
+// a committed batch to its answering goroutine, so the next commit starts
+// while they are delivered. While batch N commits, every
 // command that arrives is decided into batch N+1; when N has committed,
 // N+1 goes to the committer and the next command opens N+2. So at most two
 // batches are uncommitted: the one in flight and the open one.
@@ -296,7 +298,21 @@ func (e *Engine) reload() {
 // committer writes the batches the sequencer hands it, in order, and
 // answers the commands of each one that committed.
 func (e *Engine) committer() {
-	defer close(e.committed)
+	answers := make(chan []*request, 1)
+	answered := make(chan struct{})
+	go func() { // answers a committed batch while the next one commits
+		defer close(answered)
+		for reqs := range answers {
+			for _, r := range reqs {
+				e.answer(r)
+			}
+		}
+	}()
+	defer func() {
+		close(answers)
+		<-answered
+		close(e.committed)
+	}()
 	for j := range e.commits {
 		var err error
 		if j.batch != nil {
@@ -310,12 +326,16 @@ func (e *Engine) committer() {
 			e.publish(j)
 		}
 		e.results <- err
+		if err == nil {
+			answers <- j.reqs
+		}
 	}
 }
 
 // publish runs what follows a commit, before any command of the batch is
 // answered: failpoints, the authentication index, the committed hook, the
-// test clock; then answers.
+// test clock. The committer then hands the batch's answers to its
+// answering goroutine and takes the next batch at once.
 func (e *Engine) publish(j *job) {
 	afterCommit(j.events)
 	e.auth.apply(j.events, j.bodies)
@@ -327,9 +347,6 @@ func (e *Engine) publish(j *job) {
 	}
 	if j.manual != nil && e.manual != nil {
 		e.manual.Set(time.UnixMilli(*j.manual))
-	}
-	for _, r := range j.reqs {
-		e.answer(r)
 	}
 }
 

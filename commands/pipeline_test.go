@@ -247,3 +247,45 @@ func TestAdvanceSeenByTheOpenBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestNextCommitDoesNotWaitForAnswers: once a batch committed, the next
+// batch commits while the first one's commands are still being answered
+// (answering is not on the committer's path), and each is answered after
+// its own commit.
+func TestNextCommitDoesNotWaitForAnswers(t *testing.T) {
+	e, g, _ := newTestEngine(t)
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.metrics.Command = func(Command, Result, error) { // runs as each command is answered
+		once.Do(func() {
+			close(entered)
+			<-gate
+		})
+	}
+	appends := g.appends.Load()
+	first := goDo(e, newCreate())
+	<-entered // the first batch committed; its answer is held
+	second := goDo(e, newCreate())
+	deadline := time.Now().Add(20 * time.Second)
+	for g.appends.Load() < appends+2 {
+		if time.Now().After(deadline) {
+			close(gate)
+			t.Fatalf("%d appends while the first batch was being answered, want 2", g.appends.Load()-appends)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("answered while its answer was held: %v", err)
+	default:
+	}
+	close(gate)
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := taskCount(e); got != 2 {
+		t.Fatalf("%d tasks, want 2", got)
+	}
+}
