@@ -309,3 +309,39 @@ func TestLinearizableOnACluster(t *testing.T) {
 	checkLinearizable(t, history, m, time.Since(began))
 	verifyStream(t, jstest.URLs(servers), mustName(t))
 }
+
+// TestDeposedHolderDoesNotAcknowledgeAQuietHeartbeat: a paused holder that
+// still believes it sequences after another node took the lease, before
+// that node appended anything (the stream's head is unchanged), must not
+// answer 2xx for a quiet heartbeat: its soft lease record is written after
+// the new sequencer loaded the soft records, so the new sequencer would
+// not know the extension it acknowledged.
+func TestDeposedHolderDoesNotAcknowledgeAQuietHeartbeat(t *testing.T) {
+	servers := jstest.Cluster(t)
+	nodes := startNodes(t, jstest.URLs(servers), 2)
+	a, b := nodes[0], nodes[1]
+	run := a.StartTask(t, a.RegisterDevice(), map[string]any{"k": 1})
+	nodetest.Must(t, run.Beat("s"), http.StatusOK) // a new step: an event
+	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
+		if b.Engine.Head().Seq != a.Engine.Head().Seq {
+			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
+		}
+		return nil
+	})
+	node.PauseLease(a.Node, true)
+	node.ForceSequencing(a.Node, true)
+	jstest.Eventually(t, 10*time.Second, "b takes the expired lease", func() error {
+		if b.Role() != "sequencer" {
+			return fmt.Errorf("b is %q", b.Role())
+		}
+		return nil
+	})
+	if r := run.Beat("s"); r.Status != http.StatusServiceUnavailable { // the same step: soft only
+		t.Fatalf("a quiet heartbeat to the deposed holder answered %d %s, want 503", r.Status, r.Body)
+	}
+	if a.Role() != "follower" {
+		t.Fatalf("after the refused quiet heartbeat a is %q, want follower", a.Role())
+	}
+	node.ForceSequencing(a.Node, false)
+	node.PauseLease(a.Node, false)
+}
