@@ -125,21 +125,7 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 		t.Fatalf("reference image read on the follower: %d, %d bytes, want the %d stored", got.Status, len(got.Body), len(img))
 	}
 	d := a.RegisterDevice()
-	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
-		if b.Engine.Head().Seq != a.Engine.Head().Seq {
-			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
-		}
-		return nil
-	})
-
-	node.PauseLease(a.Node, true)
-	node.ForceSequencing(a.Node, true)
-	jstest.Eventually(t, 10*time.Second, "b takes the expired lease", func() error {
-		if b.Role() != "sequencer" {
-			return fmt.Errorf("b is %q", b.Role())
-		}
-		return nil
-	})
+	depose(t, a, b)
 	nodetest.Must(t, createVia(b, nodetest.NewKey()), http.StatusCreated) // the stream moves past a's head
 
 	// A soft-only batch (a presence heartbeat) decided on a's stale state
@@ -224,6 +210,27 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 	if h, err := b.Log.Head(); err != nil || rep.Head.Seq != h.Seq {
 		t.Fatalf("verified head %d, stream head %d (%v)", rep.Head.Seq, h.Seq, err)
 	}
+}
+
+// depose waits for follower b to reach sequencer a, then pauses a's lease
+// loop while a goes on believing it sequences, until b takes the expired
+// lease.
+func depose(t *testing.T, a, b *nodetest.Node) {
+	t.Helper()
+	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
+		if b.Engine.Head().Seq != a.Engine.Head().Seq {
+			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
+		}
+		return nil
+	})
+	node.PauseLease(a.Node, true)
+	node.ForceSequencing(a.Node, true)
+	jstest.Eventually(t, 10*time.Second, "b takes the expired lease", func() error {
+		if b.Role() != "sequencer" {
+			return fmt.Errorf("b is %q", b.Role())
+		}
+		return nil
+	})
 }
 
 func mustName(t *testing.T) string {
@@ -322,20 +329,7 @@ func TestDeposedHolderDoesNotAcknowledgeAQuietHeartbeat(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	run := a.StartTask(t, a.RegisterDevice(), map[string]any{"k": 1})
 	nodetest.Must(t, run.Beat("s"), http.StatusOK) // a new step: an event
-	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
-		if b.Engine.Head().Seq != a.Engine.Head().Seq {
-			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
-		}
-		return nil
-	})
-	node.PauseLease(a.Node, true)
-	node.ForceSequencing(a.Node, true)
-	jstest.Eventually(t, 10*time.Second, "b takes the expired lease", func() error {
-		if b.Role() != "sequencer" {
-			return fmt.Errorf("b is %q", b.Role())
-		}
-		return nil
-	})
+	depose(t, a, b)
 	if r := run.Beat("s"); r.Status != http.StatusServiceUnavailable { // the same step: soft only
 		t.Fatalf("a quiet heartbeat to the deposed holder answered %d %s, want 503", r.Status, r.Body)
 	}
