@@ -113,6 +113,7 @@ type clusterLink struct {
 	// believes it sequences whatever its deadline says.
 	paused atomic.Bool
 	forced atomic.Bool
+	tickMu sync.Mutex // held by a lease tick: PauseLease waits for one in flight
 
 	kick chan struct{} // wakes the tail
 	stop chan struct{}

@@ -46,6 +46,8 @@ func (c *clusterLink) leaseLoop() {
 }
 
 func (c *clusterLink) leaseTick() {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	if c.paused.Load() {
 		return
 	}
