@@ -104,6 +104,7 @@ type clusterLink struct {
 	mu       sync.Mutex
 	role     role
 	rev      uint64    // the lease revision held (promoting, sequencing)
+	term     uint64    // promotions so far (a soft-only batch checks it did not change)
 	deadline time.Time // sequencing: no append after it (the local clock)
 	leader   leaseValue
 	catchMu  sync.Mutex // one catch-up at a time (the tail, a promotion)
@@ -112,6 +113,7 @@ type clusterLink struct {
 	// believes it sequences whatever its deadline says.
 	paused atomic.Bool
 	forced atomic.Bool
+	tickMu sync.Mutex // held by a lease tick: PauseLease waits for one in flight
 
 	kick chan struct{} // wakes the tail
 	stop chan struct{}
@@ -291,6 +293,9 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 	if !c.sequencing() {
 		return ErrNotSequencer
 	}
+	c.mu.Lock()
+	term := c.term
+	c.mu.Unlock()
 	if len(b.Events) == 0 {
 		h, err := c.log.Head()
 		if err != nil {
@@ -305,7 +310,36 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 	if errors.Is(err, ledger.ErrHeadMoved) {
 		c.stepDown("another writer appended first")
 	}
+	if err == nil && len(b.Events) == 0 {
+		err = c.stillHolds(term)
+	}
 	return err
+}
+
+// stillHolds confirms, after a soft-only batch was written, that the lease
+// is still this node's, held since the promotion of term. A node that
+// takes the lease loads the soft records after it took it, so it knows
+// every soft record written before this check saw the lease ours; a
+// record written later (a holder paused past its lease, while the new
+// sequencer appended nothing yet: the head check passed) is not
+// acknowledged (D255).
+func (c *clusterLink) stillHolds(term uint64) error {
+	raw, _, err := c.lease.Current()
+	if err != nil && !errors.Is(err, jetstream.ErrNoLease) {
+		return err
+	}
+	var v leaseValue
+	if err == nil && json.Unmarshal(raw, &v) != nil {
+		v = leaseValue{}
+	}
+	c.mu.Lock()
+	ours := v.ID == c.self.ID && c.term == term && c.role == sequencing
+	c.mu.Unlock()
+	if !ours {
+		c.stepDown("the sequencer lease is another's")
+		return fmt.Errorf("%w: the lease was lost before the soft records were acknowledged", jetstream.ErrLeaseLost)
+	}
+	return nil
 }
 
 // retrying makes the engine's reload (after a failed commit or follow)

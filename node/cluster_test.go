@@ -125,21 +125,7 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 		t.Fatalf("reference image read on the follower: %d, %d bytes, want the %d stored", got.Status, len(got.Body), len(img))
 	}
 	d := a.RegisterDevice()
-	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
-		if b.Engine.Head().Seq != a.Engine.Head().Seq {
-			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
-		}
-		return nil
-	})
-
-	node.PauseLease(a.Node, true)
-	node.ForceSequencing(a.Node, true)
-	jstest.Eventually(t, 10*time.Second, "b takes the expired lease", func() error {
-		if b.Role() != "sequencer" {
-			return fmt.Errorf("b is %q", b.Role())
-		}
-		return nil
-	})
+	depose(t, a, b)
 	nodetest.Must(t, createVia(b, nodetest.NewKey()), http.StatusCreated) // the stream moves past a's head
 
 	// A soft-only batch (a presence heartbeat) decided on a's stale state
@@ -226,6 +212,27 @@ func TestPausedLeaseHolderCannotAppend(t *testing.T) {
 	}
 }
 
+// depose waits for follower b to reach sequencer a, then pauses a's lease
+// loop while a goes on believing it sequences, until b takes the expired
+// lease.
+func depose(t *testing.T, a, b *nodetest.Node) {
+	t.Helper()
+	jstest.Eventually(t, 10*time.Second, "b follows a", func() error {
+		if b.Engine.Head().Seq != a.Engine.Head().Seq {
+			return fmt.Errorf("b at %d, a at %d", b.Engine.Head().Seq, a.Engine.Head().Seq)
+		}
+		return nil
+	})
+	node.PauseLease(a.Node, true)
+	node.ForceSequencing(a.Node, true)
+	jstest.Eventually(t, 10*time.Second, "b takes the expired lease", func() error {
+		if b.Role() != "sequencer" {
+			return fmt.Errorf("b is %q", b.Role())
+		}
+		return nil
+	})
+}
+
 func mustName(t *testing.T) string {
 	v, ok := clusterNames.Load(t.Name())
 	if !ok {
@@ -308,4 +315,27 @@ func TestLinearizableOnACluster(t *testing.T) {
 	history, m := recordHistoryOn(t, nodes[0], []string{nodes[0].URL, nodes[1].URL, nodes[2].URL}, *linOps, seed)
 	checkLinearizable(t, history, m, time.Since(began))
 	verifyStream(t, jstest.URLs(servers), mustName(t))
+}
+
+// TestDeposedHolderDoesNotAcknowledgeAQuietHeartbeat: a paused holder that
+// still believes it sequences after another node took the lease, before
+// that node appended anything (the stream's head is unchanged), must not
+// answer 2xx for a quiet heartbeat: its soft lease record is written after
+// the new sequencer loaded the soft records, so the new sequencer would
+// not know the extension it acknowledged.
+func TestDeposedHolderDoesNotAcknowledgeAQuietHeartbeat(t *testing.T) {
+	servers := jstest.Cluster(t)
+	nodes := startNodes(t, jstest.URLs(servers), 2)
+	a, b := nodes[0], nodes[1]
+	run := a.StartTask(t, a.RegisterDevice(), map[string]any{"k": 1})
+	nodetest.Must(t, run.Beat("s"), http.StatusOK) // a new step: an event
+	depose(t, a, b)
+	if r := run.Beat("s"); r.Status != http.StatusServiceUnavailable { // the same step: soft only
+		t.Fatalf("a quiet heartbeat to the deposed holder answered %d %s, want 503", r.Status, r.Body)
+	}
+	if a.Role() != "follower" {
+		t.Fatalf("after the refused quiet heartbeat a is %q, want follower", a.Role())
+	}
+	node.ForceSequencing(a.Node, false)
+	node.PauseLease(a.Node, false)
 }

@@ -4,7 +4,13 @@ package node
 
 // PauseLease stops (or resumes) the node's lease loop: a paused holder
 // neither renews nor looks, as a process stopped by the scheduler would.
-func PauseLease(n *Node, paused bool) { n.cluster.paused.Store(paused) }
+// It returns once no tick is in flight (a promotion under way would
+// otherwise set the role after the test forced it).
+func PauseLease(n *Node, paused bool) {
+	n.cluster.tickMu.Lock()
+	defer n.cluster.tickMu.Unlock()
+	n.cluster.paused.Store(paused)
+}
 
 // ForceSequencing makes the node believe it sequences whatever its lease
 // says (on), or ends that belief (off).

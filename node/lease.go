@@ -46,6 +46,8 @@ func (c *clusterLink) leaseLoop() {
 }
 
 func (c *clusterLink) leaseTick() {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	if c.paused.Load() {
 		return
 	}
@@ -123,6 +125,7 @@ func (c *clusterLink) lookForLease() {
 func (c *clusterLink) promote(rev uint64, began time.Time) {
 	c.mu.Lock()
 	c.role, c.rev, c.deadline = promoting, rev, began.Add(c.cc.LeaseTTL*3/4)
+	c.term++
 	c.mu.Unlock()
 	err := c.catchUp()
 	if err == nil {
