@@ -299,6 +299,7 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 	if len(b.Events) == 0 {
 		h, err := c.log.Head()
 		if err != nil {
+			c.stepDown("the stream's head could not be read")
 			return err
 		}
 		if h.Seq != b.Expected.Seq || !sameHash(h.Hash, b.Expected.Hash) {
@@ -307,8 +308,13 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 		}
 	}
 	err := c.log.Append(b)
-	if errors.Is(err, ledger.ErrHeadMoved) {
+	switch {
+	case errors.Is(err, ledger.ErrHeadMoved):
 		c.stepDown("another writer appended first")
+	case err != nil:
+		// Not sure where the stream's head is: follow, and take the lease
+		// back (catching up first) if it is still ours.
+		c.stepDown("an append failed")
 	}
 	if err == nil && len(b.Events) == 0 {
 		err = c.stillHolds(term)
@@ -326,6 +332,7 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 func (c *clusterLink) stillHolds(term uint64) error {
 	raw, _, err := c.lease.Current()
 	if err != nil && !errors.Is(err, jetstream.ErrNoLease) {
+		c.stepDown("the sequencer lease could not be read")
 		return err
 	}
 	var v leaseValue
