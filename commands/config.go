@@ -1,9 +1,6 @@
 package commands
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // Config holds the server settings commands decide with.
 type Config struct {
@@ -36,44 +33,6 @@ func DefaultConfig() Config {
 		RequiredChecks:       []string{"accessibility_connected", "target_app_installed"},
 	}
 }
-
-// Clock is the one source of time. Only implementations of Clock read the
-// wall clock.
-type Clock interface {
-	Now() time.Time
-}
-
-// WallClock reads the system clock.
-type WallClock struct{}
-
-// Now returns the system time.
-func (WallClock) Now() time.Time { return time.Now() }
-
-// ManualClock is the test clock: it moves only when advanced.
-type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewManualClock returns a manual clock frozen at t.
-func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
-
-// Now returns the frozen time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Set moves the clock to t.
-func (c *ManualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-// Advance moves the clock forward by d.
-func (c *ManualClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // Ms returns t in Unix milliseconds.
 func Ms(t time.Time) int64 { return t.UnixMilli() }

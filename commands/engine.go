@@ -259,10 +259,19 @@ func (e *Engine) rlock() {
 	e.readers.Add(-1)
 }
 
-func (e *Engine) nowLocked() int64 {
+func (e *Engine) nowLocked() int64 { return e.timeAt(e.state.Head.At) }
+
+// timeAt reads the clock once: ledger time, never below head (the newest
+// event's time). A clock behind head is raised to it when it can be
+// (SteadyClock.Floor), so time goes on from head instead of standing
+// still until the clock catches up.
+func (e *Engine) timeAt(head int64) int64 {
 	now := Ms(e.clock.Now())
-	if now < e.state.Head.At {
-		now = e.state.Head.At
+	if now < head {
+		if f, ok := e.clock.(interface{ Floor(time.Time) }); ok {
+			f.Floor(time.UnixMilli(head))
+		}
+		now = head
 	}
 	return now
 }

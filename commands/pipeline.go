@@ -207,12 +207,11 @@ func (e *Engine) decide(j *job, r *request) {
 		return
 	}
 	s := e.state
-	now := Ms(e.clock.Now())
+	var now int64
 	if e.pendingManual != nil {
-		now = *e.pendingManual
-	}
-	if now < e.head.At {
-		now = e.head.At
+		now = max(*e.pendingManual, e.head.At)
+	} else {
+		now = e.timeAt(e.head.At)
 	}
 	d, err := r.cmd.Decide(&Ctx{State: s, Now: now, Cfg: &e.cfg})
 	if err != nil {

@@ -217,7 +217,7 @@ func open(cfg Config, src source) (*Node, error) {
 	var manual *commands.ManualClock
 	clock := cfg.Clock
 	if clock == nil {
-		clock = commands.WallClock{}
+		clock = commands.NewSteadyClock(commands.SystemTime{}, time.UnixMilli(state.Head.At))
 	}
 	if cfg.Manual {
 		at := max(commands.Ms(clock.Now()), state.Head.At)

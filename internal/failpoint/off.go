@@ -2,6 +2,8 @@
 
 package failpoint
 
+import "time"
+
 // Enabled is false: this build has no failpoints.
 const Enabled = false
 
@@ -12,3 +14,6 @@ func Eval(string) error { return nil }
 func Enable(string, string) (disable func(), err error) {
 	return func() {}, ErrNotBuilt
 }
+
+// WallShift returns 0: this build has no failpoints.
+func WallShift() time.Duration { return 0 }

@@ -53,6 +53,12 @@ func WithDir(dir string) Option { return func(c *node.Config) { c.DataDir = dir 
 // WithWallClock serves with the wall clock instead of the manual one.
 func WithWallClock() Option { return func(c *node.Config) { c.Manual = false } }
 
+// WithClock serves with clock (not the manual test clock): a SteadyClock
+// on a time source the test steps, say.
+func WithClock(clock commands.Clock) Option {
+	return func(c *node.Config) { c.Manual, c.Clock = false, clock }
+}
+
 // Start starts a node with the manual clock and registers its cleanup.
 func Start(t testing.TB, opts ...Option) *Node {
 	t.Helper()

@@ -210,10 +210,17 @@ func StartServer(t testing.TB, bin string, args ...string) *Server {
 // and for /readyz. At cleanup a server still running gets SIGTERM.
 func Serve(t testing.TB, bin, dir string, args ...string) *Server {
 	t.Helper()
+	return ServeEnv(t, nil, bin, dir, append([]string{"--clock=manual"}, args...)...)
+}
+
+// ServeEnv is Serve with env added to the server's environment and
+// without --clock=manual: args say which clock.
+func ServeEnv(t testing.TB, env []string, bin, dir string, args ...string) *Server {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	p := Start(t, nil, bin, append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--clock=manual"}, args...)...)
+	p := Start(t, env, bin, append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0"}, args...)...)
 	line, _ := p.WaitLine(t, 0, "listening on")
 	addr := strings.TrimSpace(line[strings.Index(line, "listening on")+len("listening on"):])
 	tok, err := os.ReadFile(filepath.Join(dir, "initial-admin-token"))
