@@ -33,6 +33,13 @@ import (
 // Env is the environment variable that enables failpoints.
 const Env = "TASKLEDGER_FAILPOINTS"
 
+// WallShiftEnv names a file holding a duration (Go syntax, e.g. "-1h")
+// that a failpoints build adds to every wall-clock reading of the server's
+// clock (WallShift): a test steps a real server's wall clock by rewriting
+// the file. An unreadable or malformed file shifts nothing; a build without
+// failpoints ignores the variable.
+const WallShiftEnv = "TASKLEDGER_TEST_WALL_SHIFT_FILE"
+
 // Names of the failpoints.
 const (
 	// ClaimCommitted: the sequencer committed a batch holding a

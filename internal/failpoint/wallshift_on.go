@@ -9,12 +9,6 @@ import (
 	"time"
 )
 
-// WallShiftEnv names a file holding a duration (Go syntax, e.g. "-1h")
-// that a failpoints build adds to every wall-clock reading of the server's
-// clock: a test steps a real server's wall clock by rewriting the file. An
-// unreadable or malformed file shifts nothing.
-const WallShiftEnv = "TASKLEDGER_TEST_WALL_SHIFT_FILE"
-
 var wallShiftPath = sync.OnceValue(func() string { return os.Getenv(WallShiftEnv) })
 
 // WallShift returns the shift the file named by WallShiftEnv holds now.
