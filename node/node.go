@@ -19,6 +19,7 @@ import (
 	"taskledger/api"
 	"taskledger/commands"
 	"taskledger/events"
+	"taskledger/internal/durable"
 	"taskledger/ledger"
 	"taskledger/ledger/transparency"
 	"taskledger/projections"
@@ -194,13 +195,16 @@ func open(cfg Config, src source) (*Node, error) {
 	if err := os.MkdirAll(snapshots.Dir(cfg.DataDir), 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
-	if src.fresh && !cfg.Offline {
+	if store != nil && !cfg.Offline && state.Head.Seq == 0 && admins["initial"] == nil {
+		// A new ledger, or one whose first start was cut before its initial
+		// token's hash was committed: the token file is written durably
+		// first, so an active hash always has its whole file (D271).
 		tok, err := api.NewAdminToken()
 		if err != nil {
 			return nil, err
 		}
 		path := filepath.Join(cfg.DataDir, InitialTokenFile)
-		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		if err := durable.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
 		}
 		h := sha256.Sum256([]byte(tok))
