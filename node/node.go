@@ -21,6 +21,7 @@ import (
 	"taskledger/events"
 	"taskledger/internal/durable"
 	"taskledger/ledger"
+	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
 	"taskledger/projections"
 	"taskledger/snapshots"
@@ -152,6 +153,15 @@ func open(cfg Config, src source) (*Node, error) {
 	if loaded.Snapshot != nil {
 		from = ledger.Head{Seq: loaded.Snapshot.Seq, Hash: loaded.Snapshot.Hash}
 	}
+	var tree *merkle.Tree
+	if store != nil {
+		if err := checkSnapshotsReached(loaded); err != nil {
+			return nil, err
+		}
+		if tree, from, err = checkStored(store, cfg.DataDir, from, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkChain(backend, from); err != nil {
 		return nil, err
 	}
@@ -261,7 +271,7 @@ func open(cfg Config, src source) (*Node, error) {
 	// is a bbolt node's: a cluster node serves none (its routes 404).
 	var tlog *transparency.Log
 	if store != nil {
-		if tlog, err = transparency.Open(store, cfg.DataDir, tclock, cfg.Logger); err != nil {
+		if tlog, err = transparency.Open(store, tree, cfg.DataDir, tclock, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
