@@ -167,6 +167,7 @@ func TestStartRefusesARolledBackLog(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, node.HeadFile)); err == nil {
 		t.Fatal("the refusal wrote a head record")
 	}
+	refusedClearly(t, "verify on a rolled-back log", proc.CLI(t, "verify", "--data", dir), fmt.Sprintf("snapshot-%d", newer))
 }
 
 // A torn head record (a power cut in the middle of its in-place rewrite)
