@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -79,4 +80,29 @@ func (s *Store) CheckpointSizes(fn func(size uint64, note []byte) error) error {
 			return fn(binary.BigEndian.Uint64(k), append([]byte(nil), v...))
 		})
 	})
+}
+
+// CheckpointsNewestFirst calls fn with the stored checkpoints from the
+// largest size down, until fn returns ErrStop (then nil) or another error.
+func (s *Store) CheckpointsNewestFirst(fn func(size uint64, note []byte) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCheckpoints)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: checkpoint key of length %d", ErrCorrupt, len(k))
+			}
+			if err := fn(binary.BigEndian.Uint64(k), append([]byte(nil), v...)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
 }

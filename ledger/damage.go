@@ -119,3 +119,45 @@ func CheckFile(path string) error {
 	// was never acknowledged (the meta write is the commit).
 	return nil
 }
+
+// checkMetaPages reports a meta page of the file at path that is not a
+// valid bbolt meta page (zeroed, torn or edited), naming it. bbolt opens
+// such a file on its other meta page, but its consistency check asserts on
+// the damaged one (a panic) instead of saying which it is.
+func checkMetaPages(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("ledger: open %s: %w", FileName, err)
+	}
+	defer f.Close()
+	read := func(off int64) (boltMeta, bool) {
+		b := make([]byte, boltPageHeader+boltMetaSize)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return boltMeta{}, false
+		}
+		return readBoltMeta(b)
+	}
+	m0, ok0 := read(0)
+	ps := int64(m0.pageSize)
+	if !ok0 {
+		ps = int64(os.Getpagesize())
+		for _, try := range []int64{ps, 4096, 512, 1024, 2048, 8192, 16384, 32768, 65536} {
+			if m1, ok := read(try); ok {
+				ps = int64(m1.pageSize)
+				break
+			}
+		}
+	}
+	m1, ok1 := read(ps)
+	switch {
+	case !ok0 && !ok1:
+		return fmt.Errorf("%w: neither meta page is valid", ErrDamaged)
+	case !ok0:
+		return fmt.Errorf("%w: meta page 0 (bytes 0–%d) is not a valid bbolt meta page (zeroed or damaged); "+
+			"the file opens on meta page 1 (transaction %d)", ErrDamaged, ps-1, m1.txid)
+	case !ok1:
+		return fmt.Errorf("%w: meta page 1 (bytes %d–%d) is not a valid bbolt meta page (zeroed or damaged); "+
+			"the file opens on meta page 0 (transaction %d)", ErrDamaged, ps, 2*ps-1, m0.txid)
+	}
+	return nil
+}

@@ -485,8 +485,13 @@ func (s *Store) AdminTokens() (map[string][]byte, error) {
 	return out, err
 }
 
-// Check runs bbolt's own consistency check.
+// Check runs bbolt's own consistency check, after checking that both
+// meta pages are valid (naming a damaged one: bbolt's check would assert
+// on it).
 func (s *Store) Check() error {
+	if err := checkMetaPages(s.path); err != nil {
+		return fmt.Errorf("ledger: bbolt check: %w", err)
+	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		var first error
 		for err := range tx.Check() { // drain: the checker goroutine must finish

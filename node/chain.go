@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
+	"taskledger/internal/durable"
 	"taskledger/ledger"
 )
 
@@ -61,17 +62,45 @@ func checkChain(store ledger.Backend, from ledger.Head) error {
 // log, outside the bbolt file: if bbolt falls back to an older meta page
 // (the newest one damaged), the log ends before it and start is refused.
 // It is written after each commit (after the log's fsync, so it never
-// names a commit the log does not hold); it is not fsynced itself, so
-// after a power cut it may name an older commit, which refuses nothing.
+// names a commit the log does not hold), in place and not fsynced: after a
+// power cut it may name an older commit, which refuses nothing, or be
+// torn. The record carries a CRC-32C of its text, so a torn record (old
+// and new bytes mixed, zeros, a cut-short file) is told apart from one the
+// log does not reach: a torn record names nothing (start goes on, and
+// rewrites it), a whole one that the log does not reach refuses the start.
+// At each start it is replaced whole (internal/durable).
 const HeadFile = "head"
 
 type headFile struct {
 	f *os.File
 }
 
+// headRecordLen is the record's fixed width: "%020d %064x %08x\n".
+const headRecordLen = 20 + 1 + 64 + 1 + 8 + 1
+
+var headCRC = crc32.MakeTable(crc32.Castagnoli)
+
 // headRecord is fixed width so that each write overwrites the last.
 func headRecord(h ledger.Head) []byte {
-	return fmt.Appendf(nil, "%020d %064x\n", h.Seq, h.Hash)
+	text := fmt.Appendf(nil, "%020d %064x", h.Seq, h.Hash)
+	return fmt.Appendf(text, " %08x\n", crc32.Checksum(text, headCRC))
+}
+
+// parseHeadRecord reads a record; ok is false for a torn, legacy (no
+// checksum) or foreign one, which names nothing.
+func parseHeadRecord(raw []byte) (seq uint64, hash string, ok bool) {
+	if len(raw) != headRecordLen || raw[20] != ' ' || raw[85] != ' ' || raw[94] != '\n' {
+		return 0, "", false
+	}
+	sum, err := strconv.ParseUint(string(raw[86:94]), 16, 32)
+	if err != nil || uint32(sum) != crc32.Checksum(raw[:85], headCRC) {
+		return 0, "", false
+	}
+	seq, err = strconv.ParseUint(string(raw[:20]), 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return seq, string(raw[21:85]), true
 }
 
 // CheckHeadFile is what verify adds to the log's own checks: the log
@@ -85,7 +114,7 @@ func CheckHeadFile(dataDir string, store *ledger.Store) error {
 }
 
 // checkHeadFile refuses a log that ends before the recorded head, or holds
-// another event at its seq.
+// another event at its seq. A missing or torn record names nothing.
 func checkHeadFile(dataDir string, store *ledger.Store, head ledger.Head) error {
 	raw, err := os.ReadFile(filepath.Join(dataDir, HeadFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -94,10 +123,9 @@ func checkHeadFile(dataDir string, store *ledger.Store, head ledger.Head) error 
 	if err != nil {
 		return fmt.Errorf("read %s: %w", HeadFile, err)
 	}
-	seqText, hashText, ok := strings.Cut(strings.TrimSpace(string(raw)), " ")
-	seq, err := strconv.ParseUint(seqText, 10, 64)
-	if !ok || err != nil || len(hashText) != 64 {
-		return nil // a torn or foreign record names nothing; it is rewritten below
+	seq, hashText, ok := parseHeadRecord(raw)
+	if !ok {
+		return nil // a torn, legacy or foreign record names nothing; it is rewritten at start
 	}
 	if head.Seq < seq {
 		return fmt.Errorf("%w: %s names seq %d, the log ends at seq %d (bbolt fell back to an older commit, "+
@@ -124,18 +152,18 @@ func checkHeadFile(dataDir string, store *ledger.Store, head ledger.Head) error 
 
 var errStop = errors.New("stop")
 
+// openHeadFile replaces the record whole with head (a torn one from a cut
+// is gone) and opens it for the in-place writes after each commit.
 func openHeadFile(dataDir string, head ledger.Head) (*headFile, error) {
-	f, err := os.OpenFile(filepath.Join(dataDir, HeadFile), os.O_RDWR|os.O_CREATE, 0o600)
+	path := filepath.Join(dataDir, HeadFile)
+	if err := durable.WriteFile(path, headRecord(head), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", HeadFile, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", HeadFile, err)
 	}
-	hf := &headFile{f: f}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	hf.write(head)
-	return hf, nil
+	return &headFile{f: f}, nil
 }
 
 // write records a committed head (errors only lose the extra check).

@@ -18,6 +18,7 @@ import (
 
 	"taskledger/api"
 	"taskledger/commands"
+	"taskledger/internal/durable"
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
 	"taskledger/projections"
@@ -261,21 +262,38 @@ func (c *clusterLink) initialToken(cfg Config, head ledger.Head) ([]byte, error)
 			return nil, err
 		}
 		h := sha256.Sum256([]byte(tok))
+		// The file is written durably before the hash is created, so an
+		// active hash always has its whole file (D271); a node that loses
+		// the race removes the file it wrote, unless it holds the token
+		// already active (this node won an earlier start).
+		path := filepath.Join(cfg.DataDir, InitialTokenFile)
+		prev, _ := os.ReadFile(path)
+		if err := durable.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
+		}
 		created, err := c.log.CreateAdminToken("initial", h[:])
+		if err != nil || !created {
+			restoreTokenFile(path, prev)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if created {
-			path := filepath.Join(cfg.DataDir, InitialTokenFile)
-			if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-				_ = c.log.DeleteAdminToken("initial")
-				return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
-			}
 			cfg.Stderr("initialized an empty stream; the initial admin token is in %s (mode 0600)\n", path)
 			return h[:], nil
 		}
 	}
 	return c.log.AdminToken("initial")
+}
+
+// restoreTokenFile puts back what the initial token file held before this
+// start wrote a token that did not become active (removed when nothing).
+func restoreTokenFile(path string, prev []byte) {
+	if len(prev) == 0 {
+		_ = os.Remove(path)
+		return
+	}
+	_ = durable.WriteFile(path, prev, 0o600)
 }
 
 // fencedLog is the cluster engine's log: only the lease holder appends,

@@ -6,7 +6,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rs/zerolog"
+
 	"taskledger/ledger"
+	"taskledger/ledger/checkpoint"
+	"taskledger/ledger/merkle"
+	"taskledger/ledger/transparency"
 	"taskledger/snapshots"
 )
 
@@ -40,4 +45,83 @@ func checkLogPresent(dataDir string) error {
 	return fmt.Errorf("%w: %s is %s, but %s covers the log up to seq %d; restore %s from a backup "+
 		"(a log that ends at seq %d or later) and start again; the snapshot alone cannot replace the log",
 		ErrLogMissing, ledger.FileName, what, filepath.Base(snaps[0].Path), snaps[0].Seq, ledger.FileName, snaps[0].Seq)
+}
+
+// checkStored rebuilds the Merkle tree over every stored event (the pass
+// start makes anyway for the transparency log) and holds it against the
+// newest signed checkpoint, so that a changed byte in an event older than
+// the snapshot is refused like one in the tail. It returns the tree and
+// the point the hash-chain check must start from: from (the snapshot, or
+// the genesis), or the checkpoint's size when that is lower, so that every
+// event is checked by one or the other.
+func checkStored(store *ledger.Store, dataDir string, from ledger.Head, log zerolog.Logger) (*merkle.Tree, ledger.Head, error) {
+	tree, err := transparency.Build(store)
+	if err != nil {
+		return nil, from, fmt.Errorf("transparency: rebuild the tree: %w", err)
+	}
+	key, err := checkpoint.LoadKey(dataDir)
+	if errors.Is(err, checkpoint.ErrNoKey) {
+		key, err = nil, nil
+	}
+	if err != nil {
+		return nil, from, err
+	}
+	size, err := transparency.Check(store, tree, key, log)
+	switch {
+	case errors.Is(err, transparency.ErrRootMismatch):
+		// Name the first damaged event (an extra pass, on refusal only).
+		if cerr := checkChain(store, ledger.GenesisHead()); cerr != nil {
+			return nil, from, cerr
+		}
+		return nil, from, fmt.Errorf("%w: %v: a stored event's bytes changed though every hash still holds; "+
+			"restore taskledger.db from a backup", ErrChain, err)
+	case errors.Is(err, transparency.ErrCheckpointBeyondLog):
+		return nil, from, fmt.Errorf("%w: %v; restore taskledger.db from a backup", ErrLogBehindHead, err)
+	case err != nil:
+		return nil, from, err
+	}
+	if size >= from.Seq {
+		return tree, from, nil
+	}
+	at, err := headAt(store, size)
+	return tree, at, err
+}
+
+// headAt is the (seq, hash) of the stored event at seq (genesis for 0).
+func headAt(store *ledger.Store, seq uint64) (ledger.Head, error) {
+	if seq == 0 {
+		return ledger.GenesisHead(), nil
+	}
+	var h *ledger.Head
+	err := store.RangeRaw(seq-1, func(s uint64, raw []byte) error {
+		if s == seq {
+			if e, err := ledger.DecodeEvent(raw); err == nil {
+				h = &ledger.Head{Seq: s, Hash: e.Hash, At: e.At}
+			}
+		}
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return ledger.Head{}, err
+	}
+	if h == nil {
+		return ledger.Head{}, fmt.Errorf("%w at seq %d: the event does not decode", ErrChain, seq)
+	}
+	return *h, nil
+}
+
+// checkSnapshotsReached refuses a log that ends before a snapshot of its
+// own data directory: the snapshot (intact, written after the commit it
+// covers was fsynced) proves the log held that seq, so the events after
+// the log's end were lost (an older copy put in place, bbolt fallen back
+// to an older meta page) whether or not DATA/head still says so.
+func checkSnapshotsReached(l *Loaded) error {
+	for _, r := range l.Refused {
+		if errors.Is(r.Err, snapshots.ErrBeyondHead) {
+			return fmt.Errorf("%w: %s covers the log up to seq %d, the log ends at seq %d (bbolt fell back to an "+
+				"older commit, or the log was replaced by an older copy); restore taskledger.db from a backup "+
+				"that holds seq %d", ErrLogBehindHead, filepath.Base(r.Path), r.Seq, l.State.Head.Seq, r.Seq)
+		}
+	}
+	return nil
 }

@@ -19,7 +19,9 @@ import (
 	"taskledger/api"
 	"taskledger/commands"
 	"taskledger/events"
+	"taskledger/internal/durable"
 	"taskledger/ledger"
+	"taskledger/ledger/merkle"
 	"taskledger/ledger/transparency"
 	"taskledger/projections"
 	"taskledger/snapshots"
@@ -151,6 +153,15 @@ func open(cfg Config, src source) (*Node, error) {
 	if loaded.Snapshot != nil {
 		from = ledger.Head{Seq: loaded.Snapshot.Seq, Hash: loaded.Snapshot.Hash}
 	}
+	var tree *merkle.Tree
+	if store != nil {
+		if err := checkSnapshotsReached(loaded); err != nil {
+			return nil, err
+		}
+		if tree, from, err = checkStored(store, cfg.DataDir, from, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkChain(backend, from); err != nil {
 		return nil, err
 	}
@@ -194,13 +205,16 @@ func open(cfg Config, src source) (*Node, error) {
 	if err := os.MkdirAll(snapshots.Dir(cfg.DataDir), 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot directory: %w", err)
 	}
-	if src.fresh && !cfg.Offline {
+	if store != nil && !cfg.Offline && state.Head.Seq == 0 && admins["initial"] == nil {
+		// A new ledger, or one whose first start was cut before its initial
+		// token's hash was committed: the token file is written durably
+		// first, so an active hash always has its whole file (D271).
 		tok, err := api.NewAdminToken()
 		if err != nil {
 			return nil, err
 		}
 		path := filepath.Join(cfg.DataDir, InitialTokenFile)
-		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		if err := durable.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("write %s: %w", InitialTokenFile, err)
 		}
 		h := sha256.Sum256([]byte(tok))
@@ -257,7 +271,7 @@ func open(cfg Config, src source) (*Node, error) {
 	// is a bbolt node's: a cluster node serves none (its routes 404).
 	var tlog *transparency.Log
 	if store != nil {
-		if tlog, err = transparency.Open(store, cfg.DataDir, tclock, cfg.Logger); err != nil {
+		if tlog, err = transparency.Open(store, tree, cfg.DataDir, tclock, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}

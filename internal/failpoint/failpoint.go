@@ -64,6 +64,16 @@ const (
 	// StartAfterResponse: the server answered start, the device has not
 	// stored the answer (device; kill only).
 	StartAfterResponse = "start-after-response"
+	// SideFileWritten: a side file's content (internal/durable: the head
+	// record, the initial admin token, the checkpoint key) is written to
+	// its .tmp file, not yet fsynced (error or kill).
+	SideFileWritten = "side-file-written"
+	// SideFileSynced: the side file's .tmp file is fsynced and closed, not
+	// yet renamed (error or kill).
+	SideFileSynced = "side-file-synced"
+	// SideFileRenamed: the .tmp file is renamed over the side file, the
+	// directory is not yet fsynced (error or kill).
+	SideFileRenamed = "side-file-renamed"
 )
 
 // Points lists every failpoint and whether it can fail with an error
@@ -76,6 +86,9 @@ var Points = map[string]bool{
 	ClaimBeforeSend:       false,
 	ClaimAfterResponse:    false,
 	StartAfterResponse:    false,
+	SideFileWritten:       true,
+	SideFileSynced:        true,
+	SideFileRenamed:       true,
 }
 
 // ActionKill is the action that kills the process at the point.

@@ -43,6 +43,8 @@ import (
 
 	"github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
+
+	"taskledger/internal/durable"
 )
 
 // KeyFile is the signing key's file name in the data directory.
@@ -112,23 +114,7 @@ func LoadOrCreateKey(dir string) (k *Key, created bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	path := filepath.Join(dir, KeyFile)
-	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, false, fmt.Errorf("checkpoint: create key: %w", err)
-	}
-	_, err = f.WriteString(skey + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(path+".tmp", path)
-	}
-	if err != nil {
-		os.Remove(path + ".tmp")
+	if err := durable.WriteFile(filepath.Join(dir, KeyFile), []byte(skey+"\n"), 0o600); err != nil {
 		return nil, false, fmt.Errorf("checkpoint: write key: %w", err)
 	}
 	k, err = LoadKey(dir)

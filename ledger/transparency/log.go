@@ -5,6 +5,7 @@
 package transparency
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -68,13 +69,58 @@ func Build(store *ledger.Store) (*merkle.Tree, error) {
 	return tr, err
 }
 
-// Open rebuilds the tree from the log, loads (or creates) the key in dir
-// and signs a checkpoint of the current size unless one is stored.
-func Open(store *ledger.Store, dir string, clock Clock, log zerolog.Logger) (*Log, error) {
-	tree, err := Build(store)
-	if err != nil {
-		return nil, fmt.Errorf("transparency: rebuild the tree: %w", err)
+// Errors of the start-up check (Check).
+var (
+	// ErrRootMismatch is a tree rebuilt from the stored events whose root
+	// is not the one the newest checkpoint signed at its size: a stored
+	// byte of an event up to that size changed.
+	ErrRootMismatch = errors.New("transparency: the Merkle root rebuilt from the log does not match its signed checkpoint")
+	// ErrCheckpointBeyondLog is a signed checkpoint of more events than the
+	// log holds.
+	ErrCheckpointBeyondLog = errors.New("transparency: a signed checkpoint covers more events than the log holds")
+)
+
+// Check holds the tree rebuilt from the stored events against the newest
+// stored checkpoint that opens with key, and returns its size: every
+// event up to it is as signed. A checkpoint that does not open (damaged,
+// or signed by a key since replaced) is logged and the next older one is
+// tried; with no key, or none that opens, nothing is checked (0).
+func Check(store *ledger.Store, tree *merkle.Tree, key *checkpoint.Key, log zerolog.Logger) (uint64, error) {
+	if key == nil {
+		return 0, nil
 	}
+	var cp *checkpoint.Checkpoint
+	err := store.CheckpointsNewestFirst(func(size uint64, note []byte) error {
+		c, err := checkpoint.Open(note, key.Verifier())
+		if err == nil && c.Size == size {
+			cp = c
+			return ledger.ErrStop
+		}
+		log.Warn().Uint64("size", size).AnErr("reason", err).
+			Msg("a stored checkpoint does not open with the checkpoint key; an older one is used")
+		return nil
+	})
+	if err != nil || cp == nil {
+		return 0, err
+	}
+	if cp.Size > tree.Size() {
+		return 0, fmt.Errorf("%w: the checkpoint of size %d, the log ends at seq %d", ErrCheckpointBeyondLog,
+			cp.Size, tree.Size())
+	}
+	root, err := tree.Root(cp.Size)
+	if err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(root, cp.Root) {
+		return 0, fmt.Errorf("%w of size %d", ErrRootMismatch, cp.Size)
+	}
+	return cp.Size, nil
+}
+
+// Open takes the tree rebuilt from the log (Build), loads (or creates)
+// the key in dir and signs a checkpoint of the current size unless one is
+// stored.
+func Open(store *ledger.Store, tree *merkle.Tree, dir string, clock Clock, log zerolog.Logger) (*Log, error) {
 	key, created, err := checkpoint.LoadOrCreateKey(dir)
 	if err != nil {
 		return nil, err
