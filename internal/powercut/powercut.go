@@ -57,10 +57,7 @@ func Mount(backing, mnt string) (*FS, error) {
 		return nil, err
 	}
 	root := &gofs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *gofs.LoopbackRoot, _ *gofs.Inode, _ string, _ *syscall.Stat_t) gofs.InodeEmbedder {
-		return &node{LoopbackNode: gofs.LoopbackNode{RootData: r}, fs: f}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
+	root.RootNode = &node{LoopbackNode: &gofs.LoopbackNode{RootData: root}, fs: f}
 	f.server, err = gofs.Mount(mnt, root.RootNode, &gofs.Options{MountOptions: fuse.MountOptions{
 		DirectMountStrict: true, FsName: "powercut", Name: "powercut"}})
 	if err != nil {
@@ -145,11 +142,19 @@ func inode(p string) (uint64, error) {
 // node is a loopback node whose fsync of a regular file also records the
 // file's content as durable.
 type node struct {
-	gofs.LoopbackNode
+	*gofs.LoopbackNode
 	fs *FS
 }
 
-var _ gofs.NodeFsyncer = (*node)(nil)
+var (
+	_ gofs.NodeFsyncer     = (*node)(nil)
+	_ gofs.NodeWrapChilder = (*node)(nil)
+)
+
+// WrapChild makes every node of the mount a node of this kind.
+func (n *node) WrapChild(_ context.Context, ops gofs.InodeEmbedder) gofs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*gofs.LoopbackNode), fs: n.fs}
+}
 
 func (n *node) Fsync(ctx context.Context, h gofs.FileHandle, flags uint32) syscall.Errno {
 	if s, ok := h.(gofs.FileFsyncer); ok {

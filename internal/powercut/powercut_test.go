@@ -39,6 +39,10 @@ func TestCutKeepsOnlyWhatWasSynced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.MkdirAll(filepath.Join(mnt, "a", "b"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write("a/b/deep", "kept", true)
 	write("synced", "one ", true)
 	write("synced", "two", false) // lost at the cut
 	write("never", "lost", false)
@@ -57,7 +61,7 @@ func TestCutKeepsOnlyWhatWasSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"synced": "one ", "never": "", "old": "before the mount", "renamed": "whole"}
+	want := map[string]string{"synced": "one ", "never": "", "old": "before the mount", "renamed": "whole", "a/b/deep": "kept"}
 	for name, w := range want {
 		if got, err := os.ReadFile(filepath.Join(backing, name)); err != nil || string(got) != w {
 			t.Errorf("after the cut %s holds %q (%v), want %q", name, got, err, w)
