@@ -206,15 +206,29 @@ func (c *campaign) operator(admin string, rng *rand.Rand) error {
 }
 
 func TestCrashCampaign(t *testing.T) {
-	const devices = 12
-	kills := *campaignKills
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	t.Logf("random seed %d, %d kills", seed, kills)
-	began := time.Now()
-
 	dir := t.TempDir()
-	live := &liveServer{s: startServer(t, dir), changed: make(chan struct{})}
+	runCampaign(t, *campaignKills, campaignFault{name: "kills", serve: dir, check: dir})
+}
+
+// campaignFault is what happens to the server at each fault of a campaign:
+// always a SIGKILL; then, when after is set, more (a power cut). The server
+// serves its data from serve; verify and the log check read check.
+type campaignFault struct {
+	name         string
+	serve, check string
+	after        func(t *testing.T) // with the server dead, before the checks
+	again        func(t *testing.T) // after the checks, before the restart
+}
+
+// runCampaign drives the campaign's load through faults faults.
+func runCampaign(t *testing.T, faults int, f campaignFault) {
+	const devices = 12
+	seed := uint64(time.Now().UnixNano()) //tl:wallclock the campaign's seed
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	t.Logf("random seed %d, %d %s", seed, faults, f.name)
+	began := time.Now() //tl:wallclock campaign duration
+
+	live := &liveServer{s: startServer(t, f.serve), changed: make(chan struct{})}
 	admin := live.s.Admin
 	c := &campaign{load: &crashLoad{live: live, c: proc.NewClient(), ackSignal: make(chan struct{}, 1)}, stop: make(chan struct{})}
 	devs := make([]crashDevice, devices)
@@ -242,7 +256,7 @@ func TestCrashCampaign(t *testing.T) {
 	}
 	wg.Go(func() { errs <- c.operator(admin, rand.New(rand.NewPCG(seed, 99))) })
 	compared, comparisons := 0, 0
-	for k := 1; k <= kills; k++ {
+	for k := 1; k <= faults; k++ {
 		// After a random number (10–79) of further acknowledgements.
 		target := c.load.count.Load() + 10 + rng.Int64N(70)
 		for c.load.count.Load() < target {
@@ -257,16 +271,22 @@ func TestCrashCampaign(t *testing.T) {
 		c.mu.Lock()
 		acks := append([]campaignAck(nil), c.acks...)
 		c.mu.Unlock()
-		if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
-			t.Fatalf("verify after kill %d: exit %d\n%s%s", k, res.Code, res.Stdout, res.Stderr)
+		if f.after != nil {
+			f.after(t)
 		}
-		checkCampaignLog(t, dir, acks, false)
+		if res := proc.CLI(t, "verify", "--data", f.check); res.Code != 0 {
+			t.Fatalf("verify after fault %d: exit %d\n%s%s", k, res.Code, res.Stdout, res.Stderr)
+		}
+		checkCampaignLog(t, f.check, acks, false)
 		compared = len(acks)
 		comparisons += len(acks)
 		if t.Failed() {
-			t.Fatalf("after kill %d", k)
+			t.Fatalf("after fault %d", k)
 		}
-		live.replace(startServer(t, dir))
+		if f.again != nil {
+			f.again(t)
+		}
+		live.replace(startServer(t, f.serve))
 	}
 	close(c.stop)
 	wg.Wait()
@@ -282,13 +302,13 @@ func TestCrashCampaign(t *testing.T) {
 	if code := live.s.Stop(t); code != 0 {
 		t.Fatalf("final serve exited %d after SIGTERM\n%s", code, live.s.Stderr())
 	}
-	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
+	if res := proc.CLI(t, "verify", "--data", f.serve); res.Code != 0 {
 		t.Fatalf("final verify: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
-	checkedEvents := checkCampaignLog(t, dir, c.acks, true)
-	t.Logf("campaign: %d kills in %v; %d acknowledged commands compared at the last kill (%d comparisons over all kills), "+
+	checkedEvents := checkCampaignLog(t, f.serve, c.acks, true)
+	t.Logf("campaign: %d %s in %v; %d acknowledged commands compared at the last fault (%d comparisons over all faults), "+
 		"%d at the end; %d events; %d lost answers retried, %d replayed 2xx, %d device_not_ready after restarts",
-		kills, time.Since(began).Round(time.Millisecond), compared, comparisons, len(c.acks), checkedEvents,
+		faults, f.name, time.Since(began).Round(time.Millisecond), compared, comparisons, len(c.acks), checkedEvents, //tl:wallclock
 		c.load.lost.Load(), c.load.replayed.Load(), c.load.notReady.Load())
 }
 
