@@ -639,11 +639,11 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 // fullShot saves the whole page (not only the viewport).
 func (p *page) fullShot(view string) {
 	p.t.Helper()
-	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		p.t.Fatalf("%s: screenshot: %v", p.size, err)
 	}
-	if err := os.WriteFile(filepath.Join(p.shots, p.size+"-"+view+"-full.jpg"), png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(p.shots, p.size+"-"+view+"-full.png"), png, 0o644); err != nil {
 		p.t.Fatal(err)
 	}
 }

@@ -438,13 +438,17 @@ function renderTask(t, events) {
   const body = $('task-body');
   body.replaceChildren();
   const c = t.claim;
+  const open = ['CLAIMED', 'RUNNING', 'WAITING_CONFIRMATION'].includes(t.state);
+  const lastClaim = [...events].reverse().find((e) => e.type === 'task.claimed');
   body.append(card('Claim', c ? kv([['device', deviceName(c.device_id), 'claim.device_id'], ['device id', short(c.device_id), 'claim.device_id'],
     ['generation', c.generation, 'claim.generation'], ['session', short(c.session_id), 'claim.session_id'],
     ['lease', `${clock(c.lease_expires_at)} (${remaining(c.lease_expires_at)})`, 'claim.lease_expires_at'], ['token', c.token_origin + '-issued', 'claim.token_origin']])
-    : el('p', { class: 'muted', text: 'No open claim.' })));
+    : lastClaim ? kv([['device', deviceName(lastClaim.body.device_id)], ['generation', lastClaim.body.claim_generation], ['claimed', when(lastClaim.at)],
+      ['closed', `${t.state === 'PENDING' ? 'released or requeued' : t.state.toLowerCase()} · no open claim`]])
+      : el('p', { class: 'muted', text: 'Never claimed.' })));
   const x = t.execution;
   body.append(card('Execution', x ? kv([['id', short(x.id), 'execution.id'], ['step', x.step, 'execution.step'], ['started', when(x.started_at), 'execution.started_at'],
-    ['lease', `${clock(x.lease_expires_at)} (${remaining(x.lease_expires_at)})`, 'execution.lease_expires_at'], ['last seen', when(x.last_seen_at), 'execution.last_seen_at'],
+    ['lease', open ? `${clock(x.lease_expires_at)} (${remaining(x.lease_expires_at)})` : `closed (${t.state.toLowerCase()})`, 'execution.lease_expires_at'], ['last seen', when(x.last_seen_at), 'execution.last_seen_at'],
     ['cancel requested', t.cancel_requested ? 'yes' : 'no', 'cancel_requested']]) : el('p', { class: 'muted', text: 'Not started.' })));
   const parts = [];
   if (t.result !== null && t.result !== undefined) parts.push(kv([['result', json(t.result), 'result']]));
@@ -836,6 +840,11 @@ function chart({ id, title, unit = '', cols, rows, bars = false }) {
       pen = true;
     });
     if (d) svg.append(svgEl('path', { d, class: `line s${r.color ?? si}`, 'vector-effect': 'non-scaling-stroke' }));
+    const li = r.values.findLastIndex((v) => v !== null); // the newest figure as a dot (a single sample has no line)
+    if (li >= 0) {
+      const y = H - (r.values[li] / top) * H;
+      svg.append(svgEl('line', { x1: n === 1 ? W : (li / (n - 1)) * W, x2: n === 1 ? W : (li / (n - 1)) * W, y1: y, y2: y, class: `dot s${r.color ?? si}`, 'vector-effect': 'non-scaling-stroke' }));
+    }
   });
   const label = `${title}. ` + rows.map((r) => `${r.name}: ${cols.map((c, i) => `${c} ${r.cells[i]}`).join(', ')}`).join('; ') + '.';
   svg.setAttribute('aria-label', visible(label));
@@ -930,7 +939,7 @@ function notePresence(devices) {
   for (const d of devices) {
     const s = d.status === 'REVOKED' ? 'revoked' : presenceText(d.presence);
     const seen = recent.presence.get(d.device_id) || [];
-    if (!seen.length || seen[seen.length - 1].text !== s) seen.push({ at: new Date(now).toISOString(), text: s, lastSeen: d.presence && d.presence.last_seen_at });
+    if (!seen.length || seen[seen.length - 1].text !== s) seen.push({ at: new Date(now).toISOString(), text: s, first: !seen.length });
     recent.presence.set(d.device_id, seen.slice(-50));
   }
 }
@@ -939,10 +948,11 @@ function renderDevice(d) {
   setText($('device-title'), `Device ${d.name}`);
   $('device-title').title = d.device_id;
   const p = d.presence;
+  const required = d.required_checks || [];
+  const failing = p ? required.filter((k) => !p.checks[k]) : required;
   $('device-summary').replaceChildren(kv([
     ['status', d.status], ['presence', presenceText(p)], ['last seen', p ? when(p.last_seen_at) : 'never'],
-    ['checks', p ? Object.entries(p.checks).map(([k, ok]) => `${ok ? '✓' : '✗'} ${k}`).join(', ') || 'none' : '—'],
-    ['required checks', (d.required_checks || []).join(', ') || 'none'],
+    ['required checks', failing.length ? `✗ failing: ${failing.join(', ')}` : `✓ all ${required.length} pass`],
     ['app · os', p ? `${p.app_version || '—'} · ${p.os_version || '—'}` : '—'],
     ['open task', d.open_task_id ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${d.open_task_id}`, onclick: () => show('task', d.open_task_id) }, short(d.open_task_id)) : '—'],
     ['registered', when(d.registered_at)], ['id', el('code', { text: d.device_id })],
@@ -958,7 +968,7 @@ function renderDevice(d) {
         el('td', { 'data-label': 'Time', title: x.at, class: 'nowrap' }, hhmmss(x.at)),
         el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: x.seen ? 'last presence report' : `presence: ${x.presence.text}` })),
         el('td', { 'data-label': 'Task' }, '—'), el('td', { 'data-label': 'Gen' }, '—'),
-        el('td', { 'data-label': 'Detail', class: 'detail' }, x.seen ? `the device last reported at ${clock(x.at)}` : 'as seen by this console'));
+        el('td', { 'data-label': 'Detail', class: 'detail' }, x.seen ? `the device last reported at ${clock(x.at)}` : x.presence.first ? 'first seen by this console' : 'changed, as seen by this console'));
     }
     const e = x.e; const task = taskOf(e);
     const detail = eventDetail((e.last || e).body, ['device_id', 'presence', 'session_id', 'authorization_id', 'execution_id', 'authorization_expires_at']);
