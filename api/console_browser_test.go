@@ -383,10 +383,12 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 	if got, stok, _ := sd.MustClaim(t); got != f.story {
 		t.Fatalf("claimed %s, want the story %s", got, f.story)
 	} else {
+		n.Advance(3 * time.Second) // claim → start: 3 s
 		sex := sd.MustStart(t, f.story, stok, 1, 2)
 		for i := range 8 {
 			nodetest.Must(t, sd.Call(f.story, "heartbeat", stok, map[string]any{"claim_generation": 1, "execution_id": sex, "step": fmt.Sprintf("step %d", i)}, ""), http.StatusOK)
 		}
+		n.Advance(5 * time.Second) // start → finish: 5 s
 		nodetest.Must(t, sd.Call(f.story, "complete", stok, body(sex, 3, map[string]any{"result": map[string]any{"ok": true, "sent": "invoice\u202Efdp.exe"}}), ""), http.StatusOK)
 	}
 	d, id, tok, ex := started()
@@ -752,6 +754,30 @@ func overviewScenario(t *testing.T, p *page) {
 	defer p.n.Cancel(seen)                                                // the next size's fleet claims its own tasks
 	p.waitFor("the overview to follow the command", fmt.Sprintf(`document.querySelector('#chart-states tr[data-series=PENDING] td.now').textContent === '%d' &&
 	  document.querySelector('#chart-states svg').getAttribute('aria-label').includes('PENDING: Now %d')`, before+1, before+1))
+	// Every task of this test was created within the hour: undoing the
+	// hour's transitions from today's counts must give an empty ledger an
+	// hour ago, and today's figures must be the server's.
+	var rows map[string][2]string
+	p.eval(`Object.fromEntries([...document.querySelectorAll('#chart-states tbody tr')].map(r => [r.dataset.series, [r.querySelector('td.now').textContent, r.querySelector('td.then').textContent]]))`, &rows)
+	var list struct {
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal(p.n.Do("GET", nodetest.AdminPath+"/tasks?limit=1", p.n.AdminToken, nil, nil).Body, &list); err != nil {
+		t.Fatal(err)
+	}
+	for st, want := range list.Counts {
+		if rows[st][0] != fmt.Sprint(want) || rows[st][1] != "0" {
+			t.Errorf("%s: tasks by state %s: now %q, an hour ago %q; want %d and 0", p.size, st, rows[st][0], rows[st][1], want)
+		}
+	}
+	// The story took 3 s from claim to start and 5 s from start to finish,
+	// the others no time: the hour's p95 is the story's.
+	var c2s, s2f string
+	p.eval(`document.querySelector('#chart-claim-start tr[data-series=p95] td.then').textContent`, &c2s)
+	p.eval(`document.querySelector('#chart-start-finish tr[data-series=p95] td.then').textContent`, &s2f)
+	if c2s != "3 s" || s2f != "5 s" {
+		t.Errorf("%s: the hour's p95 claim → start %q, start → finish %q; want 3 s and 5 s", p.size, c2s, s2f)
+	}
 	p.eval(`document.querySelector('#chart-commands svg').getAttribute('aria-label')`, &label)
 	if !strings.Contains(label, "committed commands: Last min") {
 		t.Errorf("%s: the commands chart's text alternative: %q", p.size, label)

@@ -406,7 +406,8 @@ function kv(pairs, cls = 'kv') {
 
 const card = (title, ...content) => el('section', { class: 'card' }, el('h2', { text: title }), ...content);
 const json = (v) => el('pre', { class: 'json', text: JSON.stringify(v, null, 2) });
-const when = (s) => (s ? `${clock(s)} (${ago(s)})` : '—');
+// when: a time with how long ago; the date only when it is not today's.
+const when = (s) => (s ? `${s.slice(0, 10) === new Date(serverNow()).toISOString().slice(0, 10) ? clock(s).slice(11) : clock(s)} (${ago(s)})` : '—');
 const clock = (s) => (s ? s.replace('T', ' ').replace(/(\.\d+)?Z$/, 'Z') : '—');
 const hhmmss = (s) => (s ? s.slice(11, 19) : '—');
 const actorText = (a, full) => (a ? `${a.kind}${a.id ? ' ' + (a.kind === 'device' ? deviceName(a.id) : (full ? a.id : short(a.id))) : ''}` : '');
@@ -526,6 +527,10 @@ function eventDetail(b, skip = []) {
   return fields.join(' · ');
 }
 
+// QUIET: body fields the timelines leave out of an event's one-line detail
+// (ids shown elsewhere, a claim's presence snapshot, hashes).
+const QUIET = ['session_id', 'authorization_id', 'presence', 'payload_sha256', 'previous_lease_expires_at', 'authorization_expires_at'];
+
 // fold joins runs of heartbeats of one execution into one entry.
 function fold(events) {
   const out = [];
@@ -547,7 +552,7 @@ function renderHistory(events) {
     const gen = e.body && e.body.claim_generation !== undefined ? String(e.body.claim_generation) : '—';
     const type = e.n ? `${e.type} ×${e.n}` : e.type;
     const at = e.n ? `${hhmmss(e.at)}–${hhmmss(e.lastAt)}` : hhmmss(e.at);
-    const detail = eventDetail((e.last || e).body);
+    const detail = eventDetail((e.last || e).body, e.actor && e.actor.kind === 'device' ? ['device_id', ...QUIET] : QUIET);
     return el('tr', { 'data-seq': e.seq },
       el('td', { 'data-label': 'Time', title: e.n ? `${e.at} – ${e.lastAt}` : e.at, class: 'nowrap' }, at),
       el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: type }), el('span', { class: 'muted', text: ` #${e.seq}` })),
@@ -971,7 +976,7 @@ function renderDevice(d) {
         el('td', { 'data-label': 'Detail', class: 'detail' }, x.seen ? `the device last reported at ${clock(x.at)}` : x.presence.first ? 'first seen by this console' : 'changed, as seen by this console'));
     }
     const e = x.e; const task = taskOf(e);
-    const detail = eventDetail((e.last || e).body, ['device_id', 'presence', 'session_id', 'authorization_id', 'execution_id', 'authorization_expires_at']);
+    const detail = eventDetail((e.last || e).body, ['device_id', 'execution_id', ...QUIET]);
     return el('tr', { 'data-seq': e.seq },
       el('td', { 'data-label': 'Time', title: e.n ? `${e.at} – ${e.lastAt}` : e.at, class: 'nowrap' }, e.n ? `${hhmmss(e.at)}–${hhmmss(e.lastAt)}` : hhmmss(e.at)),
       el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: e.n ? `${e.type} ×${e.n}` : e.type })),
