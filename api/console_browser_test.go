@@ -591,6 +591,20 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.openTask(f.story)
 	p.storyFits("story", f.story)
 	p.noBidi("story")
+	// The provenance, opened: one row per event, each naming the fields it set.
+	p.clickSel("the provenance", "#provenance summary")
+	var prov []string
+	p.eval(`[...document.querySelectorAll('#provenance tbody tr')].map(r => r.cells[0].innerText + ' | ' + r.cells[4].innerText)`, &prov)
+	if len(prov) < 4 || !strings.Contains(strings.Join(prov, "\n"), "task.completed") {
+		t.Errorf("%s: the provenance table: %q", p.size, prov)
+	}
+	for _, r := range prov {
+		if strings.HasSuffix(strings.TrimSpace(r), "|") || strings.Count(r, "#") != 1 {
+			t.Errorf("%s: a provenance row without its fields or with two events: %q", p.size, r)
+		}
+	}
+	p.checkLayout("provenance")
+	p.fullShot("provenance")
 	p.click("button", "← Tasks")
 	p.openTask(f.failed)
 	p.waitFor("the failure detail", `document.querySelector('#task-body').innerText.includes('exit_7')`)

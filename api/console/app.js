@@ -494,7 +494,7 @@ function renderProvenance(fields) {
     el('td', { 'data-label': 'Fields it set' }, keys.filter((k) => !k.includes('.') || !keys.includes(k.split('.')[0])).sort().join(', '))));
   $('provenance').replaceChildren(el('details', { class: 'prov-table' },
     el('summary', { text: `Provenance: the event that set each field (${groups.size} events, ${byKey.size} fields)` }),
-    el('div', { class: 'scroll' }, el('table', { class: 'list compact' },
+    el('div', { class: 'scroll' }, el('table', { class: 'list compact provlist' },
       el('thead', {}, el('tr', {}, ...['Event', 'When', 'Actor', 'Gen', 'Fields it set'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, ...rows)))));
 }
