@@ -527,6 +527,13 @@ function eventDetail(b, skip = []) {
   return fields.join(' · ');
 }
 
+// genCell is an event's claim generation ('none' when it has none: phones
+// leave the cell out).
+function genCell(e) {
+  const has = e.body && e.body.claim_generation !== undefined && e.body.claim_generation !== null;
+  return el('td', { 'data-label': 'Gen', class: has ? undefined : 'none' }, has ? String(e.body.claim_generation) : '—');
+}
+
 // QUIET: body fields the timelines leave out of an event's one-line detail
 // (ids shown elsewhere, a claim's presence snapshot, hashes).
 const QUIET = ['session_id', 'authorization_id', 'presence', 'payload_sha256', 'previous_lease_expires_at', 'authorization_expires_at'];
@@ -549,7 +556,6 @@ function fold(events) {
 
 function renderHistory(events) {
   const rows = fold(events).map((e) => {
-    const gen = e.body && e.body.claim_generation !== undefined ? String(e.body.claim_generation) : '—';
     const type = e.n ? `${e.type} ×${e.n}` : e.type;
     const at = e.n ? `${hhmmss(e.at)}–${hhmmss(e.lastAt)}` : hhmmss(e.at);
     const detail = eventDetail((e.last || e).body, e.actor && e.actor.kind === 'device' ? ['device_id', ...QUIET] : QUIET);
@@ -557,7 +563,7 @@ function renderHistory(events) {
       el('td', { 'data-label': 'Time', title: e.n ? `${e.at} – ${e.lastAt}` : e.at, class: 'nowrap' }, at),
       el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: type }), el('span', { class: 'muted', text: ` #${e.seq}` })),
       el('td', { 'data-label': 'Actor' }, actorText(e.actor)),
-      el('td', { 'data-label': 'Gen' }, gen),
+      genCell(e),
       el('td', { 'data-label': 'Detail', class: 'detail', title: detail }, detail || '—'));
   });
   $('history').tBodies[0].replaceChildren(...rows);
@@ -963,16 +969,18 @@ function renderDevice(d) {
     ['registered', when(d.registered_at)], ['id', el('code', { text: d.device_id })],
     ...(d.status === 'REVOKED' ? [['revoked', `${when(d.revoked_at)} · ${d.revoke_reason}`]] : []),
   ], 'kv facts'));
-  const items = fold(recent.events.filter((e) => deviceOf(e) === d.device_id)).map((e) => ({ at: e.at, e }));
-  for (const x of recent.presence.get(d.device_id) || []) items.push({ at: x.at, presence: x });
-  if (p) items.push({ at: p.last_seen_at, seen: true });
-  items.sort((a, b) => ms(b.at) - ms(a.at));
+  // Newest first; a folded heartbeat run sorts by its last beat, and
+  // events of one instant by seq.
+  const items = fold(recent.events.filter((e) => deviceOf(e) === d.device_id)).map((e) => ({ at: e.lastAt || e.at, seq: e.seq, e }));
+  for (const x of recent.presence.get(d.device_id) || []) items.push({ at: x.at, seq: Infinity, presence: x });
+  if (p) items.push({ at: p.last_seen_at, seq: Infinity, seen: true });
+  items.sort((a, b) => ms(b.at) - ms(a.at) || b.seq - a.seq);
   const rows = items.slice(0, 100).map((x) => {
     if (x.presence || x.seen) {
       return el('tr', { class: 'presence' },
         el('td', { 'data-label': 'Time', title: x.at, class: 'nowrap' }, hhmmss(x.at)),
         el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: x.seen ? 'last presence report' : `presence: ${x.presence.text}` })),
-        el('td', { 'data-label': 'Task' }, '—'), el('td', { 'data-label': 'Gen' }, '—'),
+        el('td', { 'data-label': 'Task', class: 'none' }, '—'), el('td', { 'data-label': 'Gen', class: 'none' }, '—'),
         el('td', { 'data-label': 'Detail', class: 'detail' }, x.seen ? `the device last reported at ${clock(x.at)}` : x.presence.first ? 'first seen by this console' : 'changed, as seen by this console'));
     }
     const e = x.e; const task = taskOf(e);
@@ -980,8 +988,8 @@ function renderDevice(d) {
     return el('tr', { 'data-seq': e.seq },
       el('td', { 'data-label': 'Time', title: e.n ? `${e.at} – ${e.lastAt}` : e.at, class: 'nowrap' }, e.n ? `${hhmmss(e.at)}–${hhmmss(e.lastAt)}` : hhmmss(e.at)),
       el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: e.n ? `${e.type} ×${e.n}` : e.type })),
-      el('td', { 'data-label': 'Task' }, task ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${task}`, onclick: () => show('task', task) }, short(task)) : '—'),
-      el('td', { 'data-label': 'Gen' }, e.body && e.body.claim_generation !== undefined ? String(e.body.claim_generation) : '—'),
+      el('td', { 'data-label': 'Task', class: task ? undefined : 'none' }, task ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${task}`, onclick: () => show('task', task) }, short(task)) : '—'),
+      genCell(e),
       el('td', { 'data-label': 'Detail', class: 'detail', title: detail }, detail || '—'));
   });
   $('device-timeline').tBodies[0].replaceChildren(...rows);
