@@ -571,7 +571,7 @@ function renderHistory(events) {
 
 // actionButton makes the button of one action; data-action names it
 // (authorize, amend, revoke-authorization, cancel, safe-stop, recover,
-// revoke-device), so a filter that hides what a role cannot do has one
+// revoke-device; index.html's create-task and register-device), so a filter that hides what a role cannot do has one
 // attribute to select on.
 function actionButton(action, label, cls, onclick, attrs = {}) {
   return el('button', { type: 'button', class: cls || undefined, 'data-action': action, onclick, ...attrs }, label);
