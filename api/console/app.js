@@ -863,7 +863,8 @@ function chart({ id, title, unit = '', cols, rows, bars = false }) {
     el('caption', { class: 'sr', text: `${title}: current figures` }),
     el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: unit ? `Series (${unit})` : 'Series' }), ...cols.map((c) => el('th', { scope: 'col', text: c })))),
     el('tbody', {}, ...rows.map((r, si) => el('tr', { 'data-series': r.key || r.name },
-      el('th', { scope: 'row' }, r.values ? el('span', { class: `swatch s${r.color ?? si}`, 'aria-hidden': 'true' }) : null, r.name),
+      el('th', { scope: 'row' }, r.values ? el('span', { class: `swatch s${r.color ?? si}`, 'aria-hidden': 'true' }) : null,
+        ...r.name.split('_').flatMap((w, i) => (i ? [el('wbr'), `_${w}`] : [w]))), // WAITING_CONFIRMATION may break at 360 px
       ...r.cells.map((c, i) => el('td', { class: i === 0 ? 'now' : 'then', text: c }))))));
   return el('figure', { class: 'card chart', id, 'aria-labelledby': `${id}-title` },
     el('h2', { id: `${id}-title`, text: title }),
