@@ -242,7 +242,7 @@ func (p *page) fill(name, value string) {
 // press, so the click is repeated until the detail opens.
 func (p *page) openTask(id string) {
 	p.t.Helper()
-	opened := fmt.Sprintf(`!document.querySelector('#view-task').hidden && document.querySelector('#task-title').title === %q && document.querySelector('#history li') !== null`, id)
+	opened := fmt.Sprintf(`!document.querySelector('#view-task').hidden && document.querySelector('#task-title').title === %q && document.querySelector('#history tbody tr') !== null`, id)
 	for range 5 {
 		p.click("button", "Task "+id)
 		ctx, cancel := context.WithTimeout(p.ctx, 4*time.Second)
@@ -334,9 +334,21 @@ func (p *page) checkLayout(view string) {
 // fleet is the data one viewport's run acts on: a task in every state.
 type fleet struct {
 	pending, cancelMe, claimed, running, stopMe, expired, waiting, succeeded, failed, canceled, created string
+	story, storyDevice, storyName                                                                       string // a full lifecycle on one device
 	stopDev                                                                                             *nodetest.Device
 	stopTok, stopExec                                                                                   string
 	keepAlive                                                                                           func()
+}
+
+// registerNamed registers a device with a name and reports it ready.
+func registerNamed(t *testing.T, n *nodetest.Node, name string) *nodetest.Device {
+	t.Helper()
+	r := n.Do("POST", "/api/v1/admin/devices", n.AdminToken, map[string]any{"owner_id": nodetest.NewKey(), "name": name}, nil)
+	nodetest.Must(t, r, http.StatusCreated)
+	m := r.JSON()
+	d := &nodetest.Device{N: n, ID: m["device_id"].(string), OwnerID: m["owner_id"].(string), Token: m["token"].(string), Session: nodetest.NewKey()}
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	return d
 }
 
 func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
@@ -363,12 +375,28 @@ func makeFleet(t *testing.T, n *nodetest.Node) *fleet {
 		return m
 	}
 	_, f.claimed, _ = claim()
+	// The story: created, authorized, claimed, started, heartbeats, completed,
+	// its payload and last step carrying a right-to-left override.
+	f.storyName = "phone-story-" + nodetest.NewKey()[:8] // names are printable ASCII: the bidi controls come in payloads, steps and reasons
+	sd := registerNamed(t, n, f.storyName)
+	f.story, f.storyDevice = n.CreateTask(map[string]any{"job": "story", "file": "invoice\u202Efdp.exe", "steps": []any{"open", "fill", "send"}}), sd.ID
+	if got, stok, _ := sd.MustClaim(t); got != f.story {
+		t.Fatalf("claimed %s, want the story %s", got, f.story)
+	} else {
+		n.Advance(3 * time.Second) // claim → start: 3 s
+		sex := sd.MustStart(t, f.story, stok, 1, 2)
+		for i := range 8 {
+			nodetest.Must(t, sd.Call(f.story, "heartbeat", stok, map[string]any{"claim_generation": 1, "execution_id": sex, "step": fmt.Sprintf("step %d", i)}, ""), http.StatusOK)
+		}
+		n.Advance(5 * time.Second) // start → finish: 5 s
+		nodetest.Must(t, sd.Call(f.story, "complete", stok, body(sex, 3, map[string]any{"result": map[string]any{"ok": true, "sent": "invoice\u202Efdp.exe"}}), ""), http.StatusOK)
+	}
 	d, id, tok, ex := started()
 	f.succeeded = id
 	nodetest.Must(t, d.Call(id, "complete", tok, body(ex, 3, map[string]any{"result": map[string]any{"ok": true}}), ""), http.StatusOK)
 	d, id, tok, ex = started()
 	f.failed = id
-	nodetest.Must(t, d.Call(id, "fail", tok, body(ex, 3, map[string]any{"reason_code": "exit_7", "detail": "the job exited 7"}), ""), http.StatusOK)
+	nodetest.Must(t, d.Call(id, "fail", tok, body(ex, 3, map[string]any{"reason_code": "exit_7", "detail": "the job exited 7 \u2067in\u2069 \u202Bcopy\u202C"}), ""), http.StatusOK)
 	wd, wid, wtok, wex := started()
 	f.waiting = wid
 	nodetest.Must(t, wd.Call(wid, "await-confirmation", wtok, body(wex, 3, map[string]any{"reason": "confirm on the phone"}), ""), http.StatusOK)
@@ -446,6 +474,8 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	}
 	p.fill("Admin token", n.AdminToken)
 	p.click("button", "Sign in")
+	overviewScenario(t, p)
+	p.click("tab", "Tasks")
 
 	// The list: every state, with the expired lease flagged.
 	p.waitFor("the task list", `document.querySelectorAll('#tasks tbody tr').length >= 10`)
@@ -494,7 +524,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	// A detail: readable, and never a token or hash.
 	p.openTask(f.running)
 	txt := p.text()
-	for _, want := range []string{"Payload", "Authorization", "Claim", "Execution", "History", "task.started", "task.claimed", "working"} {
+	for _, want := range []string{"Payload", "authorization", "Claim", "Execution", "History", "task.started", "task.claimed", "working"} {
 		if !strings.Contains(txt, want) {
 			t.Errorf("detail lacks %q", want)
 		}
@@ -519,7 +549,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.checkLayout("confirm")
 	p.shot("confirm")
 	p.click("button", "Confirm")
-	p.waitFor("CANCELED", `document.querySelector('#task-body .state') && document.querySelector('#task-body .state').textContent === 'CANCELED'`)
+	p.waitFor("CANCELED", `document.querySelector('#task-summary .state') && document.querySelector('#task-summary .state').textContent === 'CANCELED'`)
 	if st, _ := n.State(f.cancelMe); st != "CANCELED" {
 		t.Errorf("cancel: the server says %s", st)
 	}
@@ -529,7 +559,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.openTask(f.stopMe)
 	p.click("button", "Request safe stop")
 	p.click("button", "Confirm")
-	p.waitFor("the cancel-requested flag", `document.querySelector('#task-body .flag.cancel') !== null`)
+	p.waitFor("the cancel-requested flag", `document.querySelector('#task-summary .flag.cancel') !== null`)
 	if n.Task(f.stopMe)["cancel_requested"] != true {
 		t.Error("safe stop: cancel_requested not set on the server")
 	}
@@ -537,7 +567,7 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.eval(`(window.__noReload = Math.random().toString(36))`, &marker)
 	nodetest.Must(t, f.stopDev.Call(f.stopMe, "cancel-ack", f.stopTok, map[string]any{"claim_generation": 1,
 		"execution_id": f.stopExec, "expected_version": 3}, ""), http.StatusOK)
-	p.waitFor("CANCELED after the device's ack", `document.querySelector('#task-body .state').textContent === 'CANCELED'`)
+	p.waitFor("CANCELED after the device's ack", `document.querySelector('#task-summary .state').textContent === 'CANCELED'`)
 	var still string
 	p.eval(`window.__noReload || ''`, &still)
 	if still != marker {
@@ -550,9 +580,37 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 	p.waitFor("the expired flag", `document.body.innerText.includes('lease expired')`)
 	p.click("button", "Recover")
 	p.click("button", "Confirm")
-	p.waitFor("FAILED after recovery", `document.querySelector('#task-body .state').textContent === 'FAILED'`)
+	p.waitFor("FAILED after recovery", `document.querySelector('#task-summary .state').textContent === 'FAILED'`)
 	if st, _ := n.State(f.expired); st != "FAILED" {
 		t.Errorf("recover: the server says %s", st)
+	}
+	p.storyFits("recovered", f.expired)
+
+	// The story of a full lifecycle on one screen; bidi controls shown escaped.
+	p.click("button", "← Tasks")
+	p.openTask(f.story)
+	p.storyFits("story", f.story)
+	p.noBidi("story")
+	// The provenance, opened: one row per event, each naming the fields it set.
+	p.clickSel("the provenance", "#provenance summary")
+	var prov []string
+	p.eval(`[...document.querySelectorAll('#provenance tbody tr')].map(r => r.cells[0].innerText + ' | ' + r.cells[4].innerText)`, &prov)
+	if len(prov) < 4 || !strings.Contains(strings.Join(prov, "\n"), "task.completed") {
+		t.Errorf("%s: the provenance table: %q", p.size, prov)
+	}
+	for _, r := range prov {
+		if strings.HasSuffix(strings.TrimSpace(r), "|") || strings.Count(r, "#") != 1 {
+			t.Errorf("%s: a provenance row without its fields or with two events: %q", p.size, r)
+		}
+	}
+	p.checkLayout("provenance")
+	p.fullShot("provenance")
+	p.click("button", "← Tasks")
+	p.openTask(f.failed)
+	p.waitFor("the failure detail", `document.querySelector('#task-body').innerText.includes('exit_7')`)
+	p.noBidi("failed")
+	if txt := p.text(); !strings.Contains(txt, `\u2067in\u2069 \u202Bcopy\u202C`) {
+		t.Errorf("the failure detail is not shown escaped")
 	}
 
 	// Register a device: its token is shown once; then revoke it.
@@ -587,8 +645,176 @@ func consoleScenario(t *testing.T, p *page, f *fleet) {
 		t.Errorf("revoke: the server says %v (%v)", dev["status"], err)
 	}
 	p.checkLayout("devices-after")
+	deviceScenario(t, p, f)
 
 	// Sign out forgets the token.
 	p.click("button", "Sign out")
 	p.waitFor("the sign-in form again", `!document.querySelector('#view-signin').hidden && sessionStorage.length === 0`)
+}
+
+// fullShot saves the whole page (not only the viewport).
+func (p *page) fullShot(view string) {
+	p.t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatalf("%s: screenshot: %v", p.size, err)
+	}
+	if err := os.WriteFile(filepath.Join(p.shots, p.size+"-"+view+"-full.png"), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// storyFits checks a task's detail once its provenance has loaded: at the
+// desk size the whole page is at most two screens (1800 px) and the
+// summary, claim, execution and outcome end above the fold; on phones the
+// same parts come in that order in one column.
+func (p *page) storyFits(view, id string) {
+	p.t.Helper()
+	p.waitFor("the provenance of "+id, fmt.Sprintf(`document.querySelector('#task-title').title === %q && document.querySelector('#provenance details') !== null && document.querySelector('#view-task [data-prov].prov') !== null`, id))
+	var r struct {
+		Height float64            `json:"height"`
+		Fold   float64            `json:"fold"`
+		Parts  map[string]float64 `json:"parts"`
+		Bottom map[string]float64 `json:"bottom"`
+		Left   map[string]float64 `json:"left"`
+	}
+	p.eval(`(() => {
+	  const parts = {}, bottom = {}, left = {};
+	  const at = (name, e) => { const b = e.getBoundingClientRect(); parts[name] = b.top + scrollY; bottom[name] = b.bottom + scrollY; left[name] = b.left; };
+	  at('summary', document.querySelector('#task-summary'));
+	  for (const c of document.querySelectorAll('#task-body > section')) at(c.querySelector('h2').textContent, c);
+	  at('history', document.querySelector('#history'));
+	  at('provenance', document.querySelector('#provenance'));
+	  return {height: document.documentElement.scrollHeight, fold: innerHeight, parts, bottom, left};
+	})()`, &r)
+	p.t.Logf("%s %s: the detail page is %.0f px tall (viewport %.0f)", p.size, view, r.Height, r.Fold)
+	order := []string{"summary", "Claim", "Execution", "Outcome", "Payload", "history", "provenance"}
+	for _, k := range order {
+		if _, ok := r.Parts[k]; !ok {
+			p.t.Errorf("%s %s: the detail lacks %s", p.size, view, k)
+		}
+	}
+	if !p.phone {
+		if r.Height > 1800 {
+			p.t.Errorf("%s %s: the detail is %.0f px tall, over two screens (1800 px)", p.size, view, r.Height)
+		}
+		for _, k := range order[:4] {
+			if r.Bottom[k] > r.Fold {
+				p.t.Errorf("%s %s: %s ends at %.0f px, below the fold (%.0f)", p.size, view, k, r.Bottom[k], r.Fold)
+			}
+		}
+	} else {
+		for i := 1; i < len(order); i++ {
+			if r.Parts[order[i]] <= r.Parts[order[i-1]] || r.Left[order[i]] != r.Left[order[0]] && order[i] != "history" {
+				p.t.Errorf("%s %s: %s (top %.0f, left %.0f) does not follow %s (top %.0f) in one column", p.size, view,
+					order[i], r.Parts[order[i]], r.Left[order[i]], order[i-1], r.Parts[order[i-1]])
+			}
+		}
+	}
+	p.checkLayout(view)
+	p.shot(view)
+	p.fullShot(view)
+}
+
+// noBidi checks that no bidirectional control character reaches the page
+// as it is (text or attribute) and that they are shown escaped.
+func (p *page) noBidi(view string) {
+	p.t.Helper()
+	var r struct {
+		Raw     bool `json:"raw"`
+		Escaped bool `json:"escaped"`
+	}
+	p.eval(`(() => ({raw: /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/.test(document.documentElement.outerHTML + document.title),
+	  escaped: document.body.innerText.includes('\\u202E') || document.body.innerText.includes('\\u2067')}))()`, &r)
+	if r.Raw || !r.Escaped {
+		p.t.Errorf("%s %s: bidi controls raw on the page: %v, shown escaped: %v", p.size, view, r.Raw, r.Escaped)
+	}
+}
+
+// overviewScenario: the landing page shows the six charts, each with its
+// text alternative, and they follow a command without a reload.
+func overviewScenario(t *testing.T, p *page) {
+	p.waitFor("the overview's charts", `!document.querySelector('#view-overview').hidden && document.querySelectorAll('#charts figure.chart').length === 6`)
+	var charts []struct {
+		ID    string `json:"id"`
+		Label string `json:"label"`
+		Rows  int    `json:"rows"`
+		Marks int    `json:"marks"`
+		Width int    `json:"width"`
+	}
+	p.eval(`[...document.querySelectorAll('#charts figure.chart')].map(f => ({id: f.id, label: f.querySelector('svg[role=img]').getAttribute('aria-label') || '',
+	  rows: f.querySelectorAll('table.figures tbody tr').length, marks: f.querySelectorAll('svg path, svg rect').length,
+	  width: Math.round(f.querySelector('svg').getBoundingClientRect().width)}))`, &charts)
+	for _, c := range charts {
+		if c.Rows == 0 || !strings.Contains(c.Label, ":") {
+			t.Errorf("%s chart %s: no text alternative (label %q, %d table rows)", p.size, c.ID, c.Label, c.Rows)
+		}
+		if c.Width < 280 {
+			t.Errorf("%s chart %s: %d px wide, unreadable", p.size, c.ID, c.Width)
+		}
+	}
+	for _, id := range []string{"chart-states", "chart-commands", "chart-devices"} {
+		p.waitFor(id+" drawn", fmt.Sprintf(`document.querySelectorAll('#%s svg path').length > 0`, id))
+	}
+	p.waitFor("claim → start figures", `document.querySelector('#chart-claim-start tr[data-series=p50] td.then').textContent !== '—'`)
+	var pending, label string
+	p.eval(`document.querySelector('#chart-states tr[data-series=PENDING] td.now').textContent`, &pending)
+	p.checkLayout("overview")
+	p.shot("overview")
+	p.fullShot("overview")
+	var before int
+	fmt.Sscan(pending, &before)
+	seen := p.n.CreateTask(map[string]any{"job": "seen on the overview"}) // a command from elsewhere
+	defer p.n.Cancel(seen)                                                // the next size's fleet claims its own tasks
+	p.waitFor("the overview to follow the command", fmt.Sprintf(`document.querySelector('#chart-states tr[data-series=PENDING] td.now').textContent === '%d' &&
+	  document.querySelector('#chart-states svg').getAttribute('aria-label').includes('PENDING: Now %d')`, before+1, before+1))
+	// Every task of this test was created within the hour: undoing the
+	// hour's transitions from today's counts must give an empty ledger an
+	// hour ago, and today's figures must be the server's.
+	var rows map[string][2]string
+	p.eval(`Object.fromEntries([...document.querySelectorAll('#chart-states tbody tr')].map(r => [r.dataset.series, [r.querySelector('td.now').textContent, r.querySelector('td.then').textContent]]))`, &rows)
+	var list struct {
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal(p.n.Do("GET", nodetest.AdminPath+"/tasks?limit=1", p.n.AdminToken, nil, nil).Body, &list); err != nil {
+		t.Fatal(err)
+	}
+	for st, want := range list.Counts {
+		if rows[st][0] != fmt.Sprint(want) || rows[st][1] != "0" {
+			t.Errorf("%s: tasks by state %s: now %q, an hour ago %q; want %d and 0", p.size, st, rows[st][0], rows[st][1], want)
+		}
+	}
+	// The story took 3 s from claim to start and 5 s from start to finish,
+	// the others no time: the hour's p95 is the story's.
+	var c2s, s2f string
+	p.eval(`document.querySelector('#chart-claim-start tr[data-series=p95] td.then').textContent`, &c2s)
+	p.eval(`document.querySelector('#chart-start-finish tr[data-series=p95] td.then').textContent`, &s2f)
+	if c2s != "3 s" || s2f != "5 s" {
+		t.Errorf("%s: the hour's p95 claim → start %q, start → finish %q; want 3 s and 5 s", p.size, c2s, s2f)
+	}
+	p.eval(`document.querySelector('#chart-commands svg').getAttribute('aria-label')`, &label)
+	if !strings.Contains(label, "committed commands: Last min") {
+		t.Errorf("%s: the commands chart's text alternative: %q", p.size, label)
+	}
+}
+
+// deviceScenario: a device's page shows its claims, executions and
+// presence as a timeline, the bidi controls of its result escaped.
+func deviceScenario(t *testing.T, p *page, f *fleet) {
+	p.click("button", "Device "+f.storyName)
+	p.waitFor("the device's timeline", fmt.Sprintf(`!document.querySelector('#view-device').hidden && document.querySelector('#device-title').title === %q &&
+	  [...document.querySelectorAll('#device-timeline tbody tr')].some(r => r.innerText.includes('task.completed'))`, f.storyDevice))
+	txt := p.text()
+	for _, want := range []string{"task.claimed", "task.started", "task.heartbeat ×8", "task.completed", "last presence report", "presence: online, ready", `invoice\u202Efdp.exe`} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("%s: the device's page lacks %q", p.size, want)
+		}
+	}
+	p.noBidi("device")
+	p.checkLayout("device")
+	p.shot("device")
+	p.fullShot("device")
+	p.click("button", "Task "+f.story)
+	p.waitFor("the story from the device's page", fmt.Sprintf(`document.querySelector('#task-title').title === %q && document.querySelector('#history tbody tr') !== null`, f.story))
+	p.click("tab", "Devices")
 }

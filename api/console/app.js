@@ -12,10 +12,22 @@ const STATES = ['PENDING', 'CLAIMED', 'RUNNING', 'WAITING_CONFIRMATION', 'SUCCEE
 const PAGE = 50;
 
 const $ = (id) => document.getElementById(id);
+
+// Bidirectional control characters (embeddings, overrides, isolates, marks)
+// would let data reorder what the operator reads (a payload showing
+// "exe.txt" for "txt.exe"): every text the console displays shows them
+// escaped and visible, as \u202E. el() and setText() apply it to all text
+// and attributes; jsonText() to the JSON put in an editable field (where
+// the escape is the same JSON string).
+const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+const visible = (s) => String(s).replace(BIDI, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
+const setText = (node, s) => { node.textContent = visible(s); };
+const jsonText = (v) => visible(JSON.stringify(v, null, 2));
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY),
-  view: 'tasks',
+  view: 'overview',
   taskId: null,
+  deviceId: null,
   filter: { state: '', device: '', search: '' },
   cursors: [''], // cursor of each page shown so far (paging back pops)
   next: null,
@@ -32,13 +44,13 @@ function el(tag, attrs = {}, ...children) {
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
+    else if (k === 'text') e.textContent = visible(v);
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v === true ? '' : v);
+    else e.setAttribute(k, v === true ? '' : visible(v));
   }
   for (const c of children) {
     if (c === null || c === undefined) continue;
-    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    e.append(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return e;
 }
@@ -124,8 +136,8 @@ class Submission {
 function showError(id, e) {
   const node = $(id);
   if (!e) { node.textContent = ''; return; }
-  if (e instanceof APIError) node.textContent = `${e.code}: ${e.message}`;
-  else node.textContent = `Network error (${e.message}); retrying sends the same request again.`;
+  if (e instanceof APIError) setText(node, `${e.code}: ${e.message}`);
+  else setText(node, `Network error (${e.message}); retrying sends the same request again.`);
 }
 
 // ---------- dialog ----------
@@ -134,7 +146,7 @@ function showError(id, e) {
 // throw to keep the dialog open with the error shown.
 function ask({ title, fields = [], danger = false, submit }) {
   const dlg = $('dialog');
-  $('dialog-title').textContent = title;
+  setText($('dialog-title'), title);
   const box = $('dialog-fields');
   box.replaceChildren();
   const inputs = {};
@@ -210,7 +222,7 @@ function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
   if (state.stream) state.stream.abort();
   state.stream = null;
-  for (const id of ['nav', 'signout', 'live', 'view-tasks', 'view-task', 'view-devices']) $(id).hidden = true;
+  for (const id of ['nav', 'signout', 'live', ...VIEWS.map((v) => `view-${v}`)]) $(id).hidden = true;
   $('view-signin').hidden = false;
   $('signin-error').textContent = typeof message === 'string' ? message : '';
   $('token').focus();
@@ -221,32 +233,43 @@ function start() {
   $('nav').hidden = false;
   $('signout').hidden = false;
   $('live').hidden = false;
-  show(state.view === 'devices' ? 'devices' : 'tasks');
+  show('overview'); // the landing page: the fleet's pulse
   openStream();
 }
 
 // ---------- views ----------
 
-function show(view, taskId) {
-  if (view === 'task' && taskId !== state.taskId) { // never show another task's detail while this one loads
-    $('task-title').textContent = `Task ${short(taskId)}`;
-    $('task-title').title = taskId;
-    for (const id of ['task-body', 'task-actions', 'history']) $(id).replaceChildren();
+const VIEWS = ['overview', 'tasks', 'task', 'devices', 'device'];
+const TAB_OF = { overview: 'overview', tasks: 'tasks', task: 'tasks', devices: 'devices', device: 'devices' };
+
+// show opens a view; id is the task's (view 'task') or device's ('device').
+function show(view, id) {
+  if (view === 'task' && id !== state.taskId) { // never show another task's detail while this one loads
+    setText($('task-title'), `Task ${short(id)}`);
+    $('task-title').title = id;
+    for (const x of ['task-summary', 'task-body', 'task-actions', 'provenance']) $(x).replaceChildren();
+    $('history').tBodies[0].replaceChildren();
+  }
+  if (view === 'device' && id !== state.deviceId) {
+    setText($('device-title'), `Device ${deviceName(id)}`);
+    $('device-title').title = id;
+    $('device-summary').replaceChildren();
+    $('device-timeline').tBodies[0].replaceChildren();
   }
   state.view = view;
-  state.taskId = taskId || null;
-  $('view-tasks').hidden = view !== 'tasks';
-  $('view-task').hidden = view !== 'task';
-  $('view-devices').hidden = view !== 'devices';
-  $('tab-tasks').setAttribute('aria-selected', String(view !== 'devices'));
-  $('tab-devices').setAttribute('aria-selected', String(view === 'devices'));
+  state.taskId = view === 'task' ? id : null;
+  state.deviceId = view === 'device' ? id : null;
+  for (const v of VIEWS) $(`view-${v}`).hidden = v !== view;
+  for (const tab of ['overview', 'tasks', 'devices']) $(`tab-${tab}`).setAttribute('aria-selected', String(TAB_OF[view] === tab));
   refresh();
 }
 
 function refresh() {
   if (!state.token) return;
-  if (state.view === 'tasks') loadTasks();
+  if (state.view === 'overview') loadOverview();
+  else if (state.view === 'tasks') loadTasks();
   else if (state.view === 'task') loadTask(state.taskId);
+  else if (state.view === 'device') loadDevice(state.deviceId);
   else loadDevices();
 }
 
@@ -262,6 +285,7 @@ async function loadDeviceNames() {
   const doc = await api('GET', `${API}/devices`);
   setServerTime(doc.server_time);
   state.devices = new Map(doc.devices.map((d) => [d.device_id, d]));
+  notePresence(doc.devices);
   return doc.devices;
 }
 
@@ -362,16 +386,31 @@ function renderCounts(counts) {
 }
 
 // ---------- task detail ----------
+//
+// One screen: the summary strip, then authorization, claim, execution and
+// outcome side by side (one column on phones, same order), the payload
+// and images, the history as a compact timeline (heartbeat runs folded
+// into one row), and the provenance collapsed into a table grouped by
+// event. Each field also names the event that set it on hover (title).
 
-function kv(pairs) {
-  const dl = el('dl', { class: 'kv' });
-  for (const [k, v] of pairs) dl.append(el('dt', { text: k }), el('dd', {}, v instanceof Node ? v : (v === null || v === undefined || v === '' ? '—' : String(v))));
+// kv renders [label, value, provenance key?] rows.
+function kv(pairs, cls = 'kv') {
+  const dl = el('dl', { class: cls });
+  for (const [k, v, key] of pairs) {
+    dl.append(el('div', { 'data-prov': key },
+      el('dt', { text: k }),
+      el('dd', {}, v instanceof Node ? v : (v === null || v === undefined || v === '' ? '—' : String(v)))));
+  }
   return dl;
 }
 
-const card = (title, ...content) => el('div', { class: 'card' }, el('h2', { text: title }), ...content);
+const card = (title, ...content) => el('section', { class: 'card' }, el('h2', { text: title }), ...content);
 const json = (v) => el('pre', { class: 'json', text: JSON.stringify(v, null, 2) });
-const when = (s) => (s ? `${s} (${ago(s)})` : '—');
+// when: a time with how long ago; the date only when it is not today's.
+const when = (s) => (s ? `${s.slice(0, 10) === new Date(serverNow()).toISOString().slice(0, 10) ? clock(s).slice(11) : clock(s)} (${ago(s)})` : '—');
+const clock = (s) => (s ? s.replace('T', ' ').replace(/(\.\d+)?Z$/, 'Z') : '—');
+const hhmmss = (s) => (s ? s.slice(11, 19) : '—');
+const actorText = (a, full) => (a ? `${a.kind}${a.id ? ' ' + (a.kind === 'device' ? deviceName(a.id) : (full ? a.id : short(a.id))) : ''}` : '');
 
 async function loadTask(id) {
   showError('task-error', null);
@@ -379,6 +418,7 @@ async function loadTask(id) {
     if (state.devices.size === 0) await loadDeviceNames();
     else loadDeviceNames().catch(() => {});
     const [t, hist] = await Promise.all([api('GET', `${API}/tasks/${id}`), api('GET', `${API}/tasks/${id}/events`)]);
+    if (state.taskId !== id) return;
     renderTask(t, hist.events);
     api('GET', `${API}/tasks/${id}/provenance`).then((p) => { if ($('task-title').title === id) renderProvenance(p.fields); }).catch(() => {});
   } catch (e) {
@@ -387,34 +427,37 @@ async function loadTask(id) {
 }
 
 function renderTask(t, events) {
-  $('task-title').textContent = `Task ${short(t.id)}`;
+  setText($('task-title'), `Task ${short(t.id)}`);
   $('task-title').title = t.id;
+  const a = t.authorization;
+  const summary = $('task-summary');
+  summary.replaceChildren(kv([
+    ['state', stateCell(t), 'state'], ['id', el('code', { text: t.id }), 'id'], ['version · revision', `${t.version} · r${t.revision}`, 'version'],
+    ['created', when(t.created_at), 'created_at'], ['changed', when(t.updated_at), 'updated_at'],
+    ['authorization', a ? `${a.status} r${a.revision} · ${a.takeover || 'reclaim'} · until ${clock(a.expires_at)}${a.status === 'ACTIVE' ? ` (${remaining(a.expires_at)})` : ''}` : 'none', 'authorization'],
+  ], 'kv facts'));
   const body = $('task-body');
   body.replaceChildren();
-  body.append(card('Summary', kv([
-    ['id', el('code', { text: t.id })], ['state', stateCell(t)], ['version', t.version], ['revision', t.revision],
-    ['created', when(t.created_at)], ['changed', when(t.updated_at)],
-    ['cancel requested', t.cancel_requested ? 'yes' : 'no'],
-  ])));
-  body.append(card('Payload', json(t.payload)));
-  const a = t.authorization;
-  body.append(card('Authorization', a ? kv([['id', short(a.id)], ['status', a.status], ['revision', a.revision],
-    ['expires', `${a.expires_at} (${remaining(a.expires_at)})`], ['takeover', a.takeover || 'reclaim']]) : el('p', { class: 'muted', text: 'Not authorized.' })));
   const c = t.claim;
-  body.append(card('Claim', c ? kv([['device', deviceName(c.device_id)], ['device id', short(c.device_id)], ['generation', c.generation],
-    ['session', short(c.session_id)], ['lease expires', `${c.lease_expires_at} (${remaining(c.lease_expires_at)})`], ['token', c.token_origin + '-issued']]) : el('p', { class: 'muted', text: 'No open claim.' })));
+  const open = ['CLAIMED', 'RUNNING', 'WAITING_CONFIRMATION'].includes(t.state);
+  const lastClaim = [...events].reverse().find((e) => e.type === 'task.claimed');
+  body.append(card('Claim', c ? kv([['device', deviceName(c.device_id), 'claim.device_id'], ['device id', short(c.device_id), 'claim.device_id'],
+    ['generation', c.generation, 'claim.generation'], ['session', short(c.session_id), 'claim.session_id'],
+    ['lease', `${clock(c.lease_expires_at)} (${remaining(c.lease_expires_at)})`, 'claim.lease_expires_at'], ['token', c.token_origin + '-issued', 'claim.token_origin']])
+    : lastClaim ? kv([['device', deviceName(lastClaim.body.device_id)], ['generation', lastClaim.body.claim_generation], ['claimed', when(lastClaim.at)],
+      ['closed', `${t.state === 'PENDING' ? 'released or requeued' : t.state.toLowerCase()} · no open claim`]])
+      : el('p', { class: 'muted', text: 'Never claimed.' })));
   const x = t.execution;
-  body.append(card('Execution', x ? kv([['id', short(x.id)], ['step', x.step], ['started', when(x.started_at)],
-    ['lease expires', `${x.lease_expires_at} (${remaining(x.lease_expires_at)})`], ['last seen', when(x.last_seen_at)],
-    ['cancel requested', t.cancel_requested ? 'yes' : 'no']]) : el('p', { class: 'muted', text: 'Not started.' })));
-  if (t.result !== null || t.failure || t.recovery || (t.late_reports && t.late_reports.length)) {
-    const parts = [];
-    if (t.result !== null) parts.push(el('h3', { text: 'Result' }), json(t.result));
-    if (t.failure) parts.push(kv([['failure', t.failure.reason_code], ['detail', t.failure.detail]]));
-    if (t.recovery) parts.push(kv([['recovery', t.recovery.decision], ['reason', t.recovery.reason], ['at', t.recovery.at]]));
-    for (const l of t.late_reports || []) parts.push(kv([['late report', `${l.outcome} at ${l.at}`], ['device', deviceName(l.device_id)], ['generation', l.claim_generation]]));
-    body.append(card('Outcome', ...parts));
-  }
+  body.append(card('Execution', x ? kv([['id', short(x.id), 'execution.id'], ['step', x.step, 'execution.step'], ['started', when(x.started_at), 'execution.started_at'],
+    ['lease', open ? `${clock(x.lease_expires_at)} (${remaining(x.lease_expires_at)})` : `closed (${t.state.toLowerCase()})`, 'execution.lease_expires_at'], ['last seen', when(x.last_seen_at), 'execution.last_seen_at'],
+    ['cancel requested', t.cancel_requested ? 'yes' : 'no', 'cancel_requested']]) : el('p', { class: 'muted', text: 'Not started.' })));
+  const parts = [];
+  if (t.result !== null && t.result !== undefined) parts.push(kv([['result', json(t.result), 'result']]));
+  if (t.failure) parts.push(kv([['failure', t.failure.reason_code, 'failure.reason_code'], ['detail', t.failure.detail, 'failure.detail']]));
+  if (t.recovery) parts.push(kv([['recovery', t.recovery.decision, 'recovery.decision'], ['reason', t.recovery.reason, 'recovery.reason'], ['at', clock(t.recovery.at), 'recovery.at']]));
+  for (const l of t.late_reports || []) parts.push(kv([['late report', `${l.outcome} at ${clock(l.at)}`, 'late_reports'], ['device', deviceName(l.device_id)], ['generation', l.claim_generation]]));
+  body.append(card('Outcome', ...(parts.length ? parts : [el('p', { class: 'muted', text: 'No outcome yet.' })])));
+  body.append(el('section', { class: 'card wide' }, el('h2', { text: 'Payload' }), json(t.payload)));
   const media = [];
   if (t.reference_image) media.push(el('p', { class: 'muted', text: `Reference image (${t.reference_image.size} bytes)` }), image(`${API}/tasks/${t.id}/reference-image`, 'Reference image'));
   if (t.evidence && t.evidence.length) {
@@ -425,19 +468,35 @@ function renderTask(t, events) {
   if (media.length) body.append(card('Images', ...media));
   renderActions(t);
   renderHistory(events);
+  $('provenance').replaceChildren();
 }
 
-// renderProvenance adds, for every field of the detail, the event that
-// last set it (GET /admin/tasks/{id}/provenance).
+// renderProvenance names, beside every field, the event that last set it
+// (GET /admin/tasks/{id}/provenance): a title on the field, and a
+// collapsed table with one row per event listing the fields it set.
 function renderProvenance(fields) {
-  const rows = el('dl', { class: 'kv' });
-  for (const k of Object.keys(fields).sort()) {
-    const p = fields[k];
-    const actor = p.actor ? `${p.actor.kind}${p.actor.id ? ' ' + (p.actor.kind === 'device' ? deviceName(p.actor.id) : short(p.actor.id)) : ''}` : '';
-    const gen = p.generation === null || p.generation === undefined ? '' : ` · gen ${p.generation}`;
-    rows.append(el('dt', { text: k }), el('dd', { title: p.at, text: `#${p.seq} ${p.type} · ${actor}${gen}` }));
+  const byKey = new Map(Object.entries(fields));
+  const say = (p) => `set by #${p.seq} ${p.type} · ${actorText(p.actor)}${p.generation === null || p.generation === undefined ? '' : ` · gen ${p.generation}`} · ${clock(p.at)}`;
+  for (const row of document.querySelectorAll('#view-task [data-prov]')) {
+    const p = byKey.get(row.dataset.prov);
+    if (p) { row.title = visible(say(p)); row.classList.add('prov'); }
   }
-  $('task-body').append(card('Provenance', rows));
+  const groups = new Map();
+  for (const [k, p] of byKey) {
+    if (!groups.has(p.seq)) groups.set(p.seq, { p, keys: [] });
+    groups.get(p.seq).keys.push(k);
+  }
+  const rows = [...groups.values()].sort((x, y) => x.p.seq - y.p.seq).map(({ p, keys }) => el('tr', {},
+    el('td', { 'data-label': 'Event' }, `#${p.seq} ${p.type}`),
+    el('td', { 'data-label': 'When', title: p.at }, clock(p.at)),
+    el('td', { 'data-label': 'Actor' }, actorText(p.actor)),
+    el('td', { 'data-label': 'Gen' }, p.generation === null || p.generation === undefined ? '—' : String(p.generation)),
+    el('td', { 'data-label': 'Fields it set' }, keys.filter((k) => !k.includes('.') || !keys.includes(k.split('.')[0])).sort().join(', '))));
+  $('provenance').replaceChildren(el('details', { class: 'prov-table' },
+    el('summary', { text: `Provenance: the event that set each field (${groups.size} events, ${byKey.size} fields)` }),
+    el('div', { class: 'scroll' }, el('table', { class: 'list compact provlist' },
+      el('thead', {}, el('tr', {}, ...['Event', 'When', 'Actor', 'Gen', 'Fields it set'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, ...rows)))));
 }
 
 // image fetches an admin image with the token and shows it from a blob URL.
@@ -452,28 +511,70 @@ api.blob = async (path) => {
   return res.blob();
 };
 
-function renderHistory(events) {
-  const list = $('history');
-  list.replaceChildren();
-  for (const e of events) {
-    const actor = e.actor ? `${e.actor.kind}${e.actor.id ? ' ' + (e.actor.kind === 'device' ? deviceName(e.actor.id) : e.actor.id) : ''}` : '';
-    const b = e.body || {};
-    const gen = b.claim_generation !== undefined ? `gen ${b.claim_generation}` : '';
-    const fields = [];
-    for (const [k, v] of Object.entries(b)) {
-      if (k === 'task_id' || k === 'claim_generation' || v === null || v === '' || (Array.isArray(v) && v.length === 0)) continue;
-      let s;
-      if (typeof v === 'object') s = JSON.stringify(v);
-      else if (typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-/.test(v)) s = k === 'device_id' ? deviceName(v) : short(v);
-      else s = String(v);
-      if (s.length > 120) s = s.slice(0, 117) + '…';
-      fields.push(`${k.replace(/_/g, ' ')}: ${s}`);
-    }
-    list.append(el('li', {},
-      el('div', { class: 'head' }, el('span', { class: 'muted', text: `#${e.seq}` }), el('span', { title: e.at, text: `${e.at} · ${ago(e.at)}` }),
-        el('span', { class: 'type', text: e.type }), el('span', { text: actor }), gen ? el('span', { text: gen }) : null),
-      fields.length ? el('div', { class: 'fields', text: fields.join(' · ') }) : null));
+// eventDetail is an event's body in one line, ids shortened.
+function eventDetail(b, skip = []) {
+  const fields = [];
+  for (const [k, v] of Object.entries(b || {})) {
+    if (['task_id', 'claim_generation', 'version', ...skip].includes(k) || v === null || v === '' || (Array.isArray(v) && v.length === 0)) continue;
+    let s;
+    if (typeof v === 'object') s = JSON.stringify(v);
+    else if (typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-/.test(v)) s = k === 'device_id' ? deviceName(v) : short(v);
+    else if (typeof v === 'string' && /_at$/.test(k)) s = hhmmss(v);
+    else s = String(v);
+    if (s.length > 120) s = s.slice(0, 117) + '…';
+    fields.push(`${k.replace(/_/g, ' ')}: ${s}`);
   }
+  return fields.join(' · ');
+}
+
+// genCell is an event's claim generation ('none' when it has none: phones
+// leave the cell out).
+function genCell(e) {
+  const has = e.body && e.body.claim_generation !== undefined && e.body.claim_generation !== null;
+  return el('td', { 'data-label': 'Gen', class: has ? undefined : 'none' }, has ? String(e.body.claim_generation) : '—');
+}
+
+// QUIET: body fields the timelines leave out of an event's one-line detail
+// (ids shown elsewhere, a claim's presence snapshot, hashes).
+const QUIET = ['session_id', 'authorization_id', 'presence', 'payload_sha256', 'previous_lease_expires_at', 'authorization_expires_at'];
+
+// fold joins runs of heartbeats of one execution into one entry.
+function fold(events) {
+  const out = [];
+  for (const e of events) {
+    const prev = out[out.length - 1];
+    if (e.type === 'task.heartbeat' && prev && prev.type === 'task.heartbeat' && prev.body?.task_id === e.body?.task_id) {
+      prev.n = (prev.n || 1) + 1;
+      prev.lastAt = e.at;
+      prev.last = e;
+      continue;
+    }
+    out.push({ ...e });
+  }
+  return out;
+}
+
+function renderHistory(events) {
+  const rows = fold(events).map((e) => {
+    const type = e.n ? `${e.type} ×${e.n}` : e.type;
+    const at = e.n ? `${hhmmss(e.at)}–${hhmmss(e.lastAt)}` : hhmmss(e.at);
+    const detail = eventDetail((e.last || e).body, e.actor && e.actor.kind === 'device' ? ['device_id', ...QUIET] : QUIET);
+    return el('tr', { 'data-seq': e.seq },
+      el('td', { 'data-label': 'Time', title: e.n ? `${e.at} – ${e.lastAt}` : e.at, class: 'nowrap' }, at),
+      el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: type }), el('span', { class: 'muted', text: ` #${e.seq}` })),
+      el('td', { 'data-label': 'Actor' }, actorText(e.actor)),
+      genCell(e),
+      el('td', { 'data-label': 'Detail', class: 'detail', title: detail }, detail || '—'));
+  });
+  $('history').tBodies[0].replaceChildren(...rows);
+}
+
+// actionButton makes the button of one action; data-action names it
+// (authorize, amend, revoke-authorization, cancel, safe-stop, recover,
+// revoke-device; index.html's create-task and register-device), so a filter that hides what a role cannot do has one
+// attribute to select on.
+function actionButton(action, label, cls, onclick, attrs = {}) {
+  return el('button', { type: 'button', class: cls || undefined, 'data-action': action, onclick, ...attrs }, label);
 }
 
 function renderActions(t) {
@@ -485,7 +586,7 @@ function renderActions(t) {
   const done = () => loadTask(t.id);
   if (!terminal && t.state !== 'RUNNING' && t.state !== 'WAITING_CONFIRMATION') {
     const sub = new Submission();
-    box.append(el('button', { type: 'button', class: 'primary', onclick: () => ask({
+    box.append(actionButton('authorize', 'Authorize', 'primary', () => ask({
       title: 'Authorize task',
       fields: [
         { name: 'ttl', label: 'Authorization TTL (seconds)', type: 'number', value: '3600', min: '1', required: true },
@@ -499,52 +600,52 @@ function renderActions(t) {
         await sub.send('POST', `${path}/authorize`, { body });
         done();
       },
-    }) }, 'Authorize'));
+    })));
     const amend = new Submission();
-    box.append(el('button', { type: 'button', onclick: () => ask({
+    box.append(actionButton('amend', 'Amend', '', () => ask({
       title: 'Amend payload',
-      fields: [{ name: 'payload', label: 'Payload (JSON object)', type: 'textarea', value: JSON.stringify(t.payload, null, 2) },
+      fields: [{ name: 'payload', label: 'Payload (JSON object)', type: 'textarea', value: jsonText(t.payload) },
         { type: 'note', text: 'Amending invalidates the authorization: authorize again afterwards.' }],
       submit: async (v) => { await amend.send('POST', `${path}/amend`, { body: { expected_revision: t.revision, payload: parseJSON(v.payload) } }); done(); },
-    }) }, 'Amend'));
+    })));
   }
   if (!terminal && t.authorization && t.authorization.status === 'ACTIVE') {
     const sub = new Submission();
-    box.append(el('button', { type: 'button', onclick: () => ask({
+    box.append(actionButton('revoke-authorization', 'Revoke authorization', '', () => ask({
       title: 'Revoke the authorization?', danger: true,
       fields: [{ name: 'reason', label: 'Reason', value: 'revoked from the console', required: true }],
       submit: async (v) => { await sub.send('POST', `${path}/authorization/revoke`, { body: { reason: v.reason } }); done(); },
-    }) }, 'Revoke authorization'));
+    })));
   }
   if (t.state === 'PENDING' || t.state === 'CLAIMED') {
     const sub = new Submission();
-    box.append(el('button', { type: 'button', class: 'danger', onclick: () => ask({
+    box.append(actionButton('cancel', 'Cancel task', 'danger', () => ask({
       title: 'Cancel this task? This cannot be undone.', danger: true,
       fields: [{ name: 'reason', label: 'Reason', value: 'canceled from the console', required: true }],
       submit: async (v) => { await sub.send('POST', `${path}/cancel`, { body: { reason: v.reason, expected_version: t.version } }); done(); },
-    }) }, 'Cancel task'));
+    })));
   }
   if ((t.state === 'RUNNING' || t.state === 'WAITING_CONFIRMATION') && !t.cancel_requested) {
     const sub = new Submission();
-    box.append(el('button', { type: 'button', class: 'danger', onclick: () => ask({
+    box.append(actionButton('safe-stop', 'Request safe stop', 'danger', () => ask({
       title: 'Request a safe stop?', danger: true,
       fields: [{ type: 'note', text: 'The device is asked to stop at a safe point; the task is CANCELED once it acknowledges.' },
         { name: 'reason', label: 'Reason', value: 'stop requested from the console', required: true }],
       submit: async (v) => { await sub.send('POST', `${path}/cancel`, { body: { reason: v.reason } }); done(); },
-    }) }, 'Request safe stop'));
+    })));
   }
   const holder = t.claim ? state.devices.get(t.claim.device_id) : null;
   const recoverable = open && (leaseExpired(t) || t.needs_operator || (holder && holder.status === 'REVOKED'));
   if (recoverable) {
     const sub = new Submission();
-    box.append(el('button', { type: 'button', onclick: () => ask({
+    box.append(actionButton('recover', 'Recover', '', () => ask({
       title: 'Recover this task?', danger: true,
       fields: [{ name: 'decision', label: 'Decision', type: 'select', value: 'fail', options: [
         { value: 'fail', label: 'fail: the task ends FAILED' },
         { value: 'requeue', label: 'requeue: back to PENDING (needs a new authorization)' }] },
       { name: 'reason', label: 'Reason', value: 'recovered from the console', required: true }],
       submit: async (v) => { await sub.send('POST', `${path}/recover`, { body: { decision: v.decision, reason: v.reason, expected_version: t.version } }); done(); },
-    }) }, 'Recover'));
+    })));
   }
 }
 
@@ -589,6 +690,313 @@ function newTask() {
   });
 }
 
+// ---------- the recent log (overview and device timelines) ----------
+//
+// The overview's charts and a device's timeline are drawn from the log
+// itself: the newest RECENT events are read once through GET /admin/events
+// and then followed (each live-stream wake-up reads what came after), so
+// every figure is a pure function of committed events. Device presence and
+// the count of tasks needing an operator are not events: those series are
+// the console's own samples of GET /admin/devices and
+// GET /admin/tasks?needs_operator=true, taken at each refresh while the
+// page is open.
+
+const RECENT = 5000; // events kept in the page
+const HOUR = 3600e3;
+const recent = { events: [], after: null, chain: Promise.resolve(), samples: [], presence: new Map() };
+
+function loadRecent() {
+  const step = async () => {
+    if (recent.after === null) {
+      const doc = await api('GET', `${API}/tasks?limit=1`);
+      recent.after = Math.max(0, (doc.head_seq || 0) - RECENT);
+    }
+    for (let i = 0; i < 20; i++) {
+      const doc = await api('GET', `${API}/events?after=${recent.after}&limit=1000`);
+      for (const e of doc.events) recent.events.push(e);
+      if (doc.events.length) recent.after = doc.events[doc.events.length - 1].seq;
+      if (doc.events.length < 1000) break;
+    }
+    if (recent.events.length > RECENT) recent.events.splice(0, recent.events.length - RECENT);
+  };
+  recent.chain = recent.chain.then(step, step);
+  return recent.chain;
+}
+
+const taskOf = (e) => e.body && e.body.task_id;
+const deviceOf = (e) => (e.actor && e.actor.kind === 'device' ? e.actor.id : e.body && e.body.device_id);
+
+// The state an event leaves its task in, and the state it must have found
+// it in when the task's earlier events are older than the pages read.
+const TO = {
+  'task.created': 'PENDING', 'task.claimed': 'CLAIMED', 'task.started': 'RUNNING', 'task.awaiting_confirmation': 'WAITING_CONFIRMATION',
+  'task.resumed': 'RUNNING', 'task.completed': 'SUCCEEDED', 'task.failed': 'FAILED', 'task.canceled': 'CANCELED', 'task.released': 'PENDING',
+};
+const FROM = {
+  'task.claimed': 'PENDING', 'task.started': 'CLAIMED', 'task.awaiting_confirmation': 'RUNNING', 'task.resumed': 'WAITING_CONFIRMATION',
+  'task.completed': 'RUNNING', 'task.failed': 'RUNNING', 'task.canceled': 'PENDING', 'task.released': 'CLAIMED', 'task.recovered': 'RUNNING',
+};
+const toState = (e) => (e.type === 'task.recovered' ? (e.body.decision === 'requeue' ? 'PENDING' : 'FAILED') : TO[e.type]);
+const LEASE_END = new Set(['task.completed', 'task.failed', 'task.canceled', 'task.released', 'task.recovered']);
+
+function percentile(xs, q) {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
+}
+
+// pulse computes every overview series over the last hour from the recent
+// events, the current counts by state, and the samples.
+function pulse(now, counts) {
+  const start = now - HOUR;
+  const mins = Array.from({ length: 60 }, (_, i) => start + (i + 1) * 60e3); // the end of each minute
+  const tens = Array.from({ length: 6 }, (_, i) => start + (i + 1) * 600e3);
+  const fives = Array.from({ length: 12 }, (_, i) => start + (i + 1) * 300e3);
+  const bucket = (ends, t) => { const i = ends.findIndex((end) => t <= end); return i < 0 ? ends.length - 1 : i; };
+  const last = new Map(); const deltas = []; const claimedAt = new Map(); const startedAt = new Map(); const lease = new Map();
+  const commands = new Array(60).fill(0); const c2s = tens.map(() => []); const s2f = tens.map(() => []); const expiries = new Array(12).fill(0);
+  let prevKey = '';
+  const expire = (task, upTo) => {
+    const d = lease.get(task);
+    if (d !== undefined && d < upTo) { lease.delete(task); if (d > start && d <= now) expiries[bucket(fives, d)]++; }
+  };
+  for (const e of recent.events) {
+    const t = ms(e.at); const task = taskOf(e);
+    if (task) {
+      expire(task, t);
+      const to = toState(e);
+      if (to) {
+        const from = last.has(task) ? last.get(task) : (e.type === 'task.created' ? null : FROM[e.type]);
+        last.set(task, to);
+        if (from !== to) deltas.push({ t, from, to });
+      }
+      if (e.type === 'task.claimed') claimedAt.set(task, t);
+      if (e.type === 'task.started') {
+        startedAt.set(task, t);
+        if (claimedAt.has(task) && t > start) c2s[bucket(tens, t)].push((t - claimedAt.get(task)) / 1000);
+      }
+      if ((e.type === 'task.completed' || e.type === 'task.failed') && startedAt.has(task) && t > start) s2f[bucket(tens, t)].push((t - startedAt.get(task)) / 1000);
+      if (LEASE_END.has(e.type)) lease.delete(task);
+      else if (e.body && e.body.lease_expires_at) lease.set(task, ms(e.body.lease_expires_at));
+    }
+    // One command appends its events at one time, for one actor and task.
+    const key = `${e.at}|${e.actor && e.actor.id}|${task}`;
+    if (t > start && key !== prevKey) commands[bucket(mins, t)]++;
+    prevKey = key;
+  }
+  for (const task of [...lease.keys()]) expire(task, now);
+  // Counts at the end of each minute: today's counts with later changes undone.
+  const byState = {};
+  for (const s of STATES) byState[s] = new Array(60).fill(0);
+  const c = { ...counts };
+  let di = deltas.length - 1;
+  for (let i = 59; i >= 0; i--) {
+    while (di >= 0 && deltas[di].t > mins[i]) {
+      const d = deltas[di--];
+      c[d.to] = Math.max(0, (c[d.to] || 0) - 1);
+      if (d.from) c[d.from] = (c[d.from] || 0) + 1;
+    }
+    for (const s of STATES) byState[s][i] = c[s] || 0;
+  }
+  const sampled = (f) => mins.map((end) => {
+    const inMin = recent.samples.filter((x) => x.at > end - 60e3 && x.at <= end);
+    return inMin.length ? f(inMin[inMin.length - 1]) : null;
+  });
+  const all = (xs) => xs.flat();
+  return {
+    byState, mins,
+    cps: commands.map((n) => n / 60),
+    c2s: { p50: c2s.map((x) => percentile(x, 0.5)), p95: c2s.map((x) => percentile(x, 0.95)), hour50: percentile(all(c2s), 0.5), hour95: percentile(all(c2s), 0.95) },
+    s2f: { p50: s2f.map((x) => percentile(x, 0.5)), p95: s2f.map((x) => percentile(x, 0.95)), hour50: percentile(all(s2f), 0.5), hour95: percentile(all(s2f), 0.95) },
+    expiries,
+    needs: sampled((x) => x.needs),
+    ready: sampled((x) => x.ready), notReady: sampled((x) => x.notReady), offline: sampled((x) => x.offline),
+  };
+}
+
+// ---------- charts: hand-drawn SVG, no library ----------
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+}
+
+const fmt = (v, unit) => (v === null || v === undefined ? '—' : `${Number.isInteger(v) ? v : v < 10 ? v.toFixed(2) : v.toFixed(1)}${unit ? ' ' + unit : ''}`);
+
+// chart draws one figure: lines (or bars) of series over the last hour,
+// the scale and time axis as HTML text (readable at any width), and a
+// table of the current figures that is also the legend and, with the
+// SVG's aria-label, the chart's text alternative.
+function chart({ id, title, unit = '', cols, rows, bars = false }) {
+  const W = 300; const H = 100;
+  const drawn = rows.filter((r) => r.values);
+  const max = Math.max(1, ...drawn.flatMap((r) => r.values.filter((v) => v !== null)));
+  const top = niceMax(max);
+  const svg = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', class: 'plot-svg' });
+  for (const f of [0.25, 0.5, 0.75]) svg.append(svgEl('line', { x1: 0, x2: W, y1: H * f, y2: H * f, class: 'grid-line', 'vector-effect': 'non-scaling-stroke' }));
+  drawn.forEach((r, si) => {
+    const n = r.values.length;
+    if (bars) {
+      const bw = W / n;
+      r.values.forEach((v, i) => { if (v) svg.append(svgEl('rect', { x: i * bw + bw * 0.15, width: bw * 0.7, y: H - (v / top) * H, height: (v / top) * H, class: `bar s${r.color ?? si}` })); });
+      return;
+    }
+    let d = ''; let pen = false;
+    r.values.forEach((v, i) => {
+      if (v === null) { pen = false; return; }
+      const x = n === 1 ? W : (i / (n - 1)) * W; const y = H - (v / top) * H;
+      d += `${pen ? 'L' : 'M'}${x.toFixed(1)},${y.toFixed(1)}`;
+      pen = true;
+    });
+    if (d) svg.append(svgEl('path', { d, class: `line s${r.color ?? si}`, 'vector-effect': 'non-scaling-stroke' }));
+    const li = r.values.findLastIndex((v) => v !== null); // the newest figure as a dot (a single sample has no line)
+    if (li >= 0) {
+      const y = H - (r.values[li] / top) * H;
+      svg.append(svgEl('line', { x1: n === 1 ? W : (li / (n - 1)) * W, x2: n === 1 ? W : (li / (n - 1)) * W, y1: y, y2: y, class: `dot s${r.color ?? si}`, 'vector-effect': 'non-scaling-stroke' }));
+    }
+  });
+  const label = `${title}. ` + rows.map((r) => `${r.name}: ${cols.map((c, i) => `${c} ${r.cells[i]}`).join(', ')}`).join('; ') + '.';
+  svg.setAttribute('aria-label', visible(label));
+  const table = el('table', { class: 'figures' },
+    el('caption', { class: 'sr', text: `${title}: current figures` }),
+    el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: unit ? `Series (${unit})` : 'Series' }), ...cols.map((c) => el('th', { scope: 'col', text: c })))),
+    el('tbody', {}, ...rows.map((r, si) => el('tr', { 'data-series': r.key || r.name },
+      el('th', { scope: 'row' }, r.values ? el('span', { class: `swatch s${r.color ?? si}`, 'aria-hidden': 'true' }) : null,
+        ...r.name.split('_').flatMap((w, i) => (i ? [el('wbr'), `_${w}`] : [w]))), // WAITING_CONFIRMATION may break at 360 px
+      ...r.cells.map((c, i) => el('td', { class: i === 0 ? 'now' : 'then', text: c }))))));
+  return el('figure', { class: 'card chart', id, 'aria-labelledby': `${id}-title` },
+    el('h2', { id: `${id}-title`, text: title }),
+    el('div', { class: 'plot' }, el('span', { class: 'ymax', text: fmt(top, unit) }), svg),
+    el('div', { class: 'axis', 'aria-hidden': 'true' }, el('span', { text: '−60 min' }), el('span', { text: '−30' }), el('span', { text: 'now' })),
+    table);
+}
+
+function niceMax(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+// ---------- overview ----------
+
+async function loadOverview() {
+  showError('overview-error', null);
+  try {
+    const [list, needs, devices] = await Promise.all([
+      api('GET', `${API}/tasks?limit=1`), api('GET', `${API}/tasks?needs_operator=true&limit=500`), loadDeviceNames(), loadRecent()]);
+    setServerTime(list.server_time);
+    const now = serverNow();
+    const live = devices.filter((d) => d.status === 'ACTIVE');
+    const on = (d) => d.presence && d.presence.online;
+    recent.samples.push({ at: now, needs: needs.tasks.length, ready: live.filter((d) => on(d) && d.presence.claimable).length,
+      notReady: live.filter((d) => on(d) && !d.presence.claimable).length, offline: live.filter((d) => !on(d)).length });
+    while (recent.samples.length && recent.samples[0].at < now - HOUR) recent.samples.shift();
+    if (state.view === 'overview') renderOverview(pulse(now, list.counts), list.counts, needs, recent.samples[recent.samples.length - 1]);
+  } catch (e) {
+    showError('overview-error', e);
+  }
+}
+
+function renderOverview(p, counts, needs, sample) {
+  const hourAgo = (s) => String(p.byState[s][0]);
+  const active = ['PENDING', 'CLAIMED', 'RUNNING', 'WAITING_CONFIRMATION'];
+  const total = (xs) => xs.reduce((a, b) => a + b, 0);
+  const sec = (v) => (v === null ? '—' : fmt(v, 's'));
+  const charts = [
+    chart({ id: 'chart-states', title: 'Tasks by state', cols: ['Now', '1 h ago'],
+      rows: STATES.map((s, i) => ({ key: s, name: s, color: i, values: active.includes(s) ? p.byState[s] : null, cells: [String(counts[s] || 0), hourAgo(s)] })) }),
+    chart({ id: 'chart-commands', title: 'Commands per second', unit: '/s', cols: ['Last min', 'Hour avg'],
+      rows: [{ key: 'commands', name: 'committed commands', values: p.cps, cells: [fmt(p.cps[59]), fmt(total(p.cps) / 60)] }] }),
+    chart({ id: 'chart-claim-start', title: 'Claim → start', unit: 's', cols: ['Last 10 min', 'Hour'],
+      rows: [{ key: 'p50', name: 'p50', values: p.c2s.p50, cells: [sec(p.c2s.p50[5]), sec(p.c2s.hour50)] },
+        { key: 'p95', name: 'p95', values: p.c2s.p95, cells: [sec(p.c2s.p95[5]), sec(p.c2s.hour95)] }] }),
+    chart({ id: 'chart-start-finish', title: 'Start → finish', unit: 's', cols: ['Last 10 min', 'Hour'],
+      rows: [{ key: 'p50', name: 'p50', values: p.s2f.p50, cells: [sec(p.s2f.p50[5]), sec(p.s2f.hour50)] },
+        { key: 'p95', name: 'p95', values: p.s2f.p95, cells: [sec(p.s2f.p95[5]), sec(p.s2f.hour95)] }] }),
+    chart({ id: 'chart-leases', title: 'Lease expiries (per 5 min)', bars: true, cols: ['Now', 'Hour'],
+      rows: [{ key: 'expiries', name: 'lease expiries', color: 6, values: p.expiries, cells: [String(p.expiries[11]), String(total(p.expiries))] },
+        { key: 'needs', name: `needing an operator${needs.next_cursor ? ' (500+)' : ''}`, values: null, cells: [String(needs.tasks.length), String(Math.max(0, ...p.needs.filter((v) => v !== null)))] }] }),
+    chart({ id: 'chart-devices', title: 'Devices', cols: ['Now', 'Hour min'],
+      rows: [{ key: 'ready', name: 'ready', color: 4, values: p.ready, cells: [String(sample.ready), String(Math.min(...p.ready.filter((v) => v !== null)))] },
+        { key: 'not-ready', name: 'not ready', color: 5, values: p.notReady, cells: [String(sample.notReady), String(Math.min(...p.notReady.filter((v) => v !== null)))] },
+        { key: 'offline', name: 'offline', color: 3, values: p.offline, cells: [String(sample.offline), String(Math.min(...p.offline.filter((v) => v !== null)))] }] }),
+  ];
+  $('charts').replaceChildren(...charts);
+  const first = recent.events[0];
+  setText($('overview-note'), first && ms(first.at) > serverNow() - HOUR && first.seq > 1
+    ? `Figures from seq ${first.seq} on (the newest ${RECENT} events). Device and operator series: samples since this page opened.`
+    : 'Device and needing-an-operator series are samples taken since this page opened; the others are read from the log.');
+}
+
+// ---------- a device's page ----------
+
+async function loadDevice(id) {
+  showError('device-error', null);
+  try {
+    const [d] = await Promise.all([api('GET', `${API}/devices/${id}`), loadDeviceNames(), loadRecent()]);
+    if (state.view === 'device' && state.deviceId === id) renderDevice(d);
+  } catch (e) {
+    showError('device-error', e);
+  }
+}
+
+const presenceText = (p) => (p && p.online ? (p.claimable ? 'online, ready' : 'online, not ready') : 'offline');
+
+// notePresence records each change of a device's presence the console
+// sees (presence is soft state, not an event).
+function notePresence(devices) {
+  const now = serverNow();
+  for (const d of devices) {
+    const s = d.status === 'REVOKED' ? 'revoked' : presenceText(d.presence);
+    const seen = recent.presence.get(d.device_id) || [];
+    if (!seen.length || seen[seen.length - 1].text !== s) seen.push({ at: new Date(now).toISOString(), text: s, first: !seen.length });
+    recent.presence.set(d.device_id, seen.slice(-50));
+  }
+}
+
+function renderDevice(d) {
+  setText($('device-title'), `Device ${d.name}`);
+  $('device-title').title = d.device_id;
+  const p = d.presence;
+  const required = d.required_checks || [];
+  const failing = p ? required.filter((k) => !p.checks[k]) : required;
+  $('device-summary').replaceChildren(kv([
+    ['status', d.status], ['presence', presenceText(p)], ['last seen', p ? when(p.last_seen_at) : 'never'],
+    ['required checks', failing.length ? `✗ failing: ${failing.join(', ')}` : `✓ all ${required.length} pass`],
+    ['app · os', p ? `${p.app_version || '—'} · ${p.os_version || '—'}` : '—'],
+    ['open task', d.open_task_id ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${d.open_task_id}`, onclick: () => show('task', d.open_task_id) }, short(d.open_task_id)) : '—'],
+    ['registered', when(d.registered_at)], ['id', el('code', { text: d.device_id })],
+    ...(d.status === 'REVOKED' ? [['revoked', `${when(d.revoked_at)} · ${d.revoke_reason}`]] : []),
+  ], 'kv facts'));
+  // Newest first; a folded heartbeat run sorts by its last beat, and
+  // events of one instant by seq.
+  const items = fold(recent.events.filter((e) => deviceOf(e) === d.device_id)).map((e) => ({ at: e.lastAt || e.at, seq: e.seq, e }));
+  for (const x of recent.presence.get(d.device_id) || []) items.push({ at: x.at, seq: Infinity, presence: x });
+  if (p) items.push({ at: p.last_seen_at, seq: Infinity, seen: true });
+  items.sort((a, b) => ms(b.at) - ms(a.at) || b.seq - a.seq);
+  const rows = items.slice(0, 100).map((x) => {
+    if (x.presence || x.seen) {
+      return el('tr', { class: 'presence' },
+        el('td', { 'data-label': 'Time', title: x.at, class: 'nowrap' }, hhmmss(x.at)),
+        el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: x.seen ? 'last presence report' : `presence: ${x.presence.text}` })),
+        el('td', { 'data-label': 'Task', class: 'none' }, '—'), el('td', { 'data-label': 'Gen', class: 'none' }, '—'),
+        el('td', { 'data-label': 'Detail', class: 'detail' }, x.seen ? `the device last reported at ${clock(x.at)}` : x.presence.first ? 'first seen by this console' : 'changed, as seen by this console'));
+    }
+    const e = x.e; const task = taskOf(e);
+    const detail = eventDetail((e.last || e).body, ['device_id', 'execution_id', ...QUIET]);
+    return el('tr', { 'data-seq': e.seq },
+      el('td', { 'data-label': 'Time', title: e.n ? `${e.at} – ${e.lastAt}` : e.at, class: 'nowrap' }, e.n ? `${hhmmss(e.at)}–${hhmmss(e.lastAt)}` : hhmmss(e.at)),
+      el('td', { 'data-label': 'Event' }, el('span', { class: 'type', text: e.n ? `${e.type} ×${e.n}` : e.type })),
+      el('td', { 'data-label': 'Task', class: task ? undefined : 'none' }, task ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${task}`, onclick: () => show('task', task) }, short(task)) : '—'),
+      genCell(e),
+      el('td', { 'data-label': 'Detail', class: 'detail', title: detail }, detail || '—'));
+  });
+  $('device-timeline').tBodies[0].replaceChildren(...rows);
+  $('device-empty').hidden = rows.length > 0;
+}
+
 // ---------- devices ----------
 
 async function loadDevices() {
@@ -609,17 +1017,17 @@ function renderDevices(devices) {
     const checks = p ? Object.entries(p.checks).map(([k, ok]) => `${ok ? '✓' : '✗'} ${k}`).join(', ') || 'none' : '—';
     const revoke = new Submission();
     body.append(el('tr', { 'data-device-id': d.device_id },
-      el('td', { 'data-label': 'Name' }, el('strong', { text: d.name }), el('br'), el('code', { class: 'muted', title: d.device_id, text: short(d.device_id) })),
+      el('td', { 'data-label': 'Name' }, el('button', { type: 'button', class: 'link name', 'aria-label': `Device ${d.name}`, onclick: () => show('device', d.device_id) }, d.name), el('br'), el('code', { class: 'muted', title: d.device_id, text: short(d.device_id) })),
       el('td', { 'data-label': 'Status' }, d.status),
       el('td', { 'data-label': 'Presence' }, presence),
       el('td', { 'data-label': 'Checks' }, checks),
       el('td', { 'data-label': 'Open task' }, d.open_task_id ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${d.open_task_id}`, onclick: () => show('task', d.open_task_id) }, short(d.open_task_id)) : '—'),
       el('td', { 'data-label': 'Last seen' }, p ? ago(p.last_seen_at) : '—'),
-      el('td', { 'data-label': 'Actions' }, d.status === 'ACTIVE' ? el('button', { type: 'button', class: 'danger', 'aria-label': 'Revoke device', title: `Revoke ${d.name}`, onclick: () => ask({
+      el('td', { 'data-label': 'Actions' }, d.status === 'ACTIVE' ? actionButton('revoke-device', 'Revoke device', 'danger', () => ask({
         title: `Revoke device ${d.name}? It can never authenticate again.`, danger: true,
         fields: [{ name: 'reason', label: 'Reason', value: 'revoked from the console', required: true }],
         submit: async (v) => { await revoke.send('POST', `${API}/devices/${d.device_id}/revoke`, { body: { reason: v.reason } }); loadDevices(); },
-      }) }, 'Revoke device') : null)));
+      }), { 'aria-label': 'Revoke device', title: `Revoke ${d.name}` }) : null)));
   }
 }
 
@@ -692,9 +1100,11 @@ async function headSeq() {
 
 $('signin').addEventListener('submit', signIn);
 $('signout').addEventListener('click', () => signOut());
+$('tab-overview').addEventListener('click', () => show('overview'));
 $('tab-tasks').addEventListener('click', () => show('tasks'));
 $('tab-devices').addEventListener('click', () => show('devices'));
 $('back').addEventListener('click', () => show('tasks'));
+$('device-back').addEventListener('click', () => show('devices'));
 $('new-task').addEventListener('click', newTask);
 $('register-device').addEventListener('click', registerDevice);
 $('filter-device').addEventListener('change', (e) => { state.filter.device = e.target.value; state.cursors = ['']; loadTasks(); });
