@@ -64,8 +64,7 @@ func TestTornHeadNeverRefusesAnIntactLog(t *testing.T) {
 			}
 			continue
 		}
-		var got uint64
-		got = nd.Loaded.State.Head.Seq
+		got := nd.Loaded.State.Head.Seq
 		nd.Close()
 		if got != head {
 			t.Fatalf("started at seq %d, want %d", got, head)
