@@ -42,7 +42,7 @@ func (s shape) String() string {
 	if s.replicas > 0 {
 		r = fmt.Sprintf("replicas %d", s.replicas)
 	}
-	out := fmt.Sprintf("%s, %s storage", r, s.storage)
+	out := fmt.Sprintf("%s, %s storage", r, strings.ToLower(s.storage.String()))
 	if s.kind == KindBucket {
 		out += fmt.Sprintf(", history %d", s.history)
 		if s.ttl > 0 {
@@ -222,7 +222,7 @@ func describe(ctx context.Context, js natsjs.JetStream, name string) ([]Resource
 			return nil, fmt.Errorf("jetstream: %s %s: %w", r.Kind, r.Name, err)
 		}
 		info := st.CachedInfo()
-		r.Exists, r.Replicas, r.Storage = true, info.Config.Replicas, info.Config.Storage.String()
+		r.Exists, r.Replicas, r.Storage = true, info.Config.Replicas, strings.ToLower(info.Config.Storage.String())
 		if r.Replicas == 0 {
 			r.Replicas = 1
 		}
