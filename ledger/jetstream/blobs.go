@@ -31,9 +31,7 @@ func (l *Log) Blobs() (*Blobs, error) {
 	name := l.cfg.Name + "_BLOBS"
 	var obs natsjs.ObjectStore
 	err := l.retry("the object store "+name, func() error {
-		ctx, cancel := l.ctx()
-		defer cancel()
-		_, err := l.ensure(ctx, resource{kind: KindObjectStore, name: name, stream: "OBJ_" + name,
+		_, err := l.ensure(resource{kind: KindObjectStore, name: name, stream: "OBJ_" + name,
 			want: shape{kind: KindObjectStore, replicas: l.cfg.Replicas, storage: natsjs.FileStorage},
 			create: func(ctx context.Context) error {
 				_, err := l.js.CreateObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: name,
@@ -43,6 +41,8 @@ func (l *Log) Blobs() (*Blobs, error) {
 		if err != nil {
 			return err
 		}
+		ctx, cancel := l.ctx()
+		defer cancel()
 		if obs, err = l.js.ObjectStore(ctx, name); err != nil {
 			return fmt.Errorf("jetstream: object store %s: %w", name, err)
 		}

@@ -45,10 +45,8 @@ func (l *Log) Lease(ttl time.Duration) (*Lease, error) {
 	}
 	var kv natsjs.KeyValue
 	err := l.retry("the lease bucket "+l.cfg.Name+"_LEASE", func() error {
-		ctx, cancel := l.ctx()
-		defer cancel()
 		var err error
-		kv, err = l.bucket(ctx, "LEASE", ttl)
+		kv, err = l.bucket("LEASE", ttl)
 		return err
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -89,9 +90,10 @@ type Log struct {
 	soft      natsjs.KeyValue
 	meta      natsjs.KeyValue
 	subject   string
-	size      int       // servers in the cluster, as the client sees them
-	defaulted bool      // Replicas was chosen from size, not asked for
-	startBy   time.Time // StartTimeout after Open began (zero: no retries)
+	size      int          // servers in the cluster, as the client sees them
+	defaulted bool         // Replicas was chosen from size, not asked for
+	startBy   time.Time    // StartTimeout after Open began (zero: no retries)
+	startReq  atomic.Int64 // while a start retries: the bound of each request (ns)
 
 	appendMu sync.Mutex // one Append at a time in this process
 
@@ -147,7 +149,11 @@ func Open(cfg Config) (*Log, error) {
 }
 
 func (l *Log) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), l.cfg.Timeout)
+	d := l.cfg.Timeout
+	if s := time.Duration(l.startReq.Load()); s > 0 && s < d {
+		d = s
+	}
+	return context.WithTimeout(context.Background(), d)
 }
 
 // Replicas is the replicas the resources were bound or created with (0
@@ -169,8 +175,9 @@ func (l *Log) setup() error {
 	}
 	l.js = js
 	ctx, cancel := l.ctx()
-	defer cancel()
-	if _, err := js.AccountInfo(ctx); err != nil { // JetStream answers (a meta leader on a cluster)
+	_, err = js.AccountInfo(ctx) // JetStream answers (a meta leader on a cluster)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("jetstream: account info: %w", err)
 	}
 	l.size = ClusterSize(l.nc, l.cfg.URL)
@@ -192,7 +199,7 @@ func (l *Log) setup() error {
 		DenyPurge:   true,
 		AllowDirect: true,
 	}
-	s, err := l.ensure(ctx, resource{kind: KindStream, name: want.Name, stream: want.Name,
+	s, err := l.ensure(resource{kind: KindStream, name: want.Name, stream: want.Name,
 		want: shape{kind: KindStream, replicas: l.cfg.Replicas, storage: natsjs.FileStorage},
 		create: func(ctx context.Context) error {
 			_, err := js.CreateStream(ctx, want)
@@ -208,10 +215,10 @@ func (l *Log) setup() error {
 			ErrStreamConfig, want.Name, l.subject)
 	}
 	l.stream = s
-	if l.soft, err = l.bucket(ctx, "SOFT", 0); err != nil {
+	if l.soft, err = l.bucket("SOFT", 0); err != nil {
 		return err
 	}
-	if l.meta, err = l.bucket(ctx, "META", 0); err != nil {
+	if l.meta, err = l.bucket("META", 0); err != nil {
 		return err
 	}
 	return nil

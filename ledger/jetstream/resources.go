@@ -99,9 +99,11 @@ type resource struct {
 // ensure binds r: an existing stream of a fitting shape is returned; a
 // missing one is created when create is set (a creation race lost to
 // another node is a bind), else it is ErrMissing. It never updates.
-func (l *Log) ensure(ctx context.Context, r resource) (natsjs.Stream, error) {
+func (l *Log) ensure(r resource) (natsjs.Stream, error) {
 	for attempt := 0; ; attempt++ {
+		ctx, cancel := l.ctx()
 		st, err := l.js.Stream(ctx, r.stream)
+		cancel()
 		if err == nil {
 			have := shapeOf(r.kind, st.CachedInfo().Config)
 			if !r.want.fits(have) {
@@ -118,8 +120,10 @@ func (l *Log) ensure(ctx context.Context, r resource) (natsjs.Stream, error) {
 		if attempt > 0 {
 			return nil, fmt.Errorf("jetstream: %s %s: created, then not found", r.kind, r.name)
 		}
-		if err := r.create(ctx); err != nil && !errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) &&
-			!errors.Is(err, natsjs.ErrBucketExists) {
+		ctx, cancel = l.ctx()
+		err = r.create(ctx)
+		cancel()
+		if err != nil && !errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) && !errors.Is(err, natsjs.ErrBucketExists) {
 			return nil, fmt.Errorf("jetstream: create %s %s: %w", r.kind, r.name, err)
 		}
 		// Created here or by another node at the same moment: bind it.
@@ -130,14 +134,14 @@ func (l *Log) ensure(ctx context.Context, r resource) (natsjs.Stream, error) {
 // created with reads through its stream's leader only (no direct gets: a
 // replica may answer a direct get before it applied the newest put), and
 // bound as it is.
-func (l *Log) bucket(ctx context.Context, suffix string, ttl time.Duration) (natsjs.KeyValue, error) {
+func (l *Log) bucket(suffix string, ttl time.Duration) (natsjs.KeyValue, error) {
 	name := l.cfg.Name + "_" + suffix
 	want := shape{kind: KindBucket, replicas: l.cfg.Replicas, storage: natsjs.FileStorage, history: 1, ttl: ttl}
 	dup := 2 * time.Minute
 	if ttl > 0 && ttl < dup {
 		dup = ttl
 	}
-	_, err := l.ensure(ctx, resource{kind: KindBucket, name: name, stream: "KV_" + name, want: want,
+	_, err := l.ensure(resource{kind: KindBucket, name: name, stream: "KV_" + name, want: want,
 		create: func(ctx context.Context) error {
 			_, err := l.js.CreateStream(ctx, natsjs.StreamConfig{
 				Name: "KV_" + name, Subjects: []string{"$KV." + name + ".>"},
@@ -150,6 +154,8 @@ func (l *Log) bucket(ctx context.Context, suffix string, ttl time.Duration) (nat
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := l.ctx()
+	defer cancel()
 	kv, err := l.js.KeyValue(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: bucket %s: %w", name, err)

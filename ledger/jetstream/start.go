@@ -13,9 +13,14 @@ import (
 )
 
 // Backoff between start attempts: doubling from the first to the most.
+// While a start retries, each request is bounded by startRequest (or the
+// configured Timeout when shorter): a request to a stream that has no
+// leader yet gets no answer, and waiting for the next attempt is faster
+// than waiting out the whole Timeout.
 const (
-	firstRetry = 100 * time.Millisecond
-	mostRetry  = 2 * time.Second
+	firstRetry   = 100 * time.Millisecond
+	mostRetry    = 2 * time.Second
+	startRequest = time.Second
 )
 
 // permanent reports whether a start failure will not go away by waiting:
@@ -41,6 +46,8 @@ func (l *Log) retry(what string, attempt func() error) error {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), l.startBy)
 	defer cancel()
+	l.startReq.Store(int64(startRequest))
+	defer l.startReq.Store(0)
 	wait := firstRetry
 	for n := 1; ; n++ {
 		err := attempt()
