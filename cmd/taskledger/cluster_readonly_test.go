@@ -71,14 +71,11 @@ func (n *clusterNode) waitReady(t *testing.T, bound time.Duration) {
 // and returns its id.
 func createTaskID(t *testing.T, n *clusterNode) string {
 	t.Helper()
-	tok, err := os.ReadFile(filepath.Join(n.data, "initial-admin-token"))
-	if err != nil {
-		t.Fatalf("no initial admin token: %v", err)
-	}
+	tok := readToken(t, n)
 	var id string
 	key := uuid.NewString()
 	jstest.Eventually(t, 20*time.Second, "a task is created", func() error {
-		r, err := proc.NewClient().Do(n.url, "POST", "/api/v1/admin/tasks", strings.TrimSpace(string(tok)),
+		r, err := proc.NewClient().Do(n.url, "POST", "/api/v1/admin/tasks", tok,
 			map[string]any{"payload": map[string]any{"n": 1}, "authorize": map[string]any{"ttl_seconds": 3600}},
 			map[string]string{"Idempotency-Key": key})
 		if err != nil || r.Status != http.StatusCreated {
@@ -88,6 +85,16 @@ func createTaskID(t *testing.T, n *clusterNode) string {
 		return nil
 	})
 	return id
+}
+
+// readToken reads the initial admin token the node wrote.
+func readToken(t *testing.T, n *clusterNode) string {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(n.data, "initial-admin-token"))
+	if err != nil {
+		t.Fatalf("no initial admin token: %v", err)
+	}
+	return strings.TrimSpace(string(tok))
 }
 
 // stop sends SIGTERM and waits for the exit.

@@ -24,7 +24,7 @@ func TestNodesStartedTogetherAllComeUp(t *testing.T) {
 	url := jstest.URLs(servers)
 	bin := proc.Taskledger(t)
 	const starts, nodes = 20, 3
-	began := time.Now()
+	began := time.Now() //tl:wallclock the loop's duration, reported
 	for i := 1; i <= starts; i++ {
 		name := fmt.Sprintf("RACE%d", i)
 		var ns []*clusterNode
