@@ -81,6 +81,14 @@ func TestServeStartedBeforeNATSComesUp(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("/healthz while waiting: %d, want 200", res.StatusCode)
 	}
+	res, err = http.Get(n.url + "/api/v1/admin/tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" {
+		t.Fatalf("an API route while waiting: %d, Retry-After %q; want 503, 1", res.StatusCode, res.Header.Get("Retry-After"))
+	}
 	jstest.ClusterAt(t, ports)
 	n.waitReady(t, 90*time.Second)
 	createTaskID(t, n)
