@@ -210,3 +210,15 @@ func TestStartDoesNotWaitOutAConflict(t *testing.T) {
 		t.Fatalf("open over a conflicting bucket: %v after %d retries, want ErrConfigConflict at once", err, logged)
 	}
 }
+
+// TestStartDoesNotWaitOutAMissingCredentialsFile: refused or missing
+// credentials do not go away by waiting either.
+func TestStartDoesNotWaitOutAMissingCredentialsFile(t *testing.T) {
+	s := jstest.Server(t, false)
+	logged := 0
+	_, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), CredsFile: t.TempDir() + "/none.creds",
+		StartTimeout: time.Hour, Logf: func(string, ...any) { logged++ }})
+	if err == nil || logged != 0 {
+		t.Fatalf("open with a missing credentials file: %v after %d retries, want an error at once", err, logged)
+	}
+}
