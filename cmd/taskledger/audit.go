@@ -43,18 +43,34 @@ func cmdHistory(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("history", stderr)
 	data := fs.String("data", envDefault("data", "./data"), "data directory")
 	asJSON := fs.Bool("json", false, "print JSON instead of lines")
+	var nf natsFlags // --ledger nats://...: read a JetStream log
+	nf.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return 2
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: taskledger history TASK_ID [--json] [--data DIR]")
+		fmt.Fprintln(stderr, "usage: taskledger history TASK_ID [--json] [--data DIR | --ledger nats://HOST:PORT]")
 		return 2
 	}
 	id := pos[0]
-	store, code := openLedger(*data, true, stderr)
-	if store == nil {
-		return code
+	var store ledger.Backend
+	if nf.ledger != "" {
+		log, err := nf.open()
+		if errors.Is(err, errLedgerURL) {
+			fmt.Fprintf(stderr, "taskledger: %v\n", err)
+			return 2
+		}
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		store = log
+	} else {
+		s, code := openLedger(*data, true, stderr)
+		if s == nil {
+			return code
+		}
+		store = s
 	}
 	defer store.Close()
 	var evs []*api.EventJSON

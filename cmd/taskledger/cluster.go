@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
 	"taskledger/node"
@@ -29,19 +31,32 @@ func (f *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ledger, "ledger", "", "the JetStream log: nats://HOST:PORT[,HOST:PORT...]")
 	fs.StringVar(&f.name, "nats-name", "TASKLEDGER", "prefix of the stream and bucket names")
 	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT and NKey seed)")
-	fs.IntVar(&f.replicas, "nats-replicas", 1, "replicas of a stream created here (3 on a three-node cluster)")
+	fs.IntVar(&f.replicas, "nats-replicas", 0, "replicas of the stream, buckets and object store (default: 3 on a cluster of three or more servers, else 1); "+
+		"an existing resource of other replicas is refused, never changed")
 }
 
 var errLedgerURL = errors.New("--ledger must be nats://HOST:PORT[,HOST:PORT...]")
 
-func (f *natsFlags) open() (*jetstream.Log, error) {
+// config is the jetstream.Config the flags name. readOnly binds existing
+// resources only (every command but serve and migrate): nothing is
+// created or changed, and --nats-replicas, when given, is only checked.
+func (f *natsFlags) config(readOnly bool) (jetstream.Config, error) {
 	if !strings.HasPrefix(f.ledger, "nats://") && !strings.HasPrefix(f.ledger, "tls://") {
-		return nil, errLedgerURL
+		return jetstream.Config{}, errLedgerURL
 	}
-	if f.replicas < 1 || f.replicas > 5 {
-		return nil, errors.New("--nats-replicas must be between 1 and 5")
+	if f.replicas < 0 || f.replicas > 5 {
+		return jetstream.Config{}, errors.New("--nats-replicas must be between 1 and 5")
 	}
-	return jetstream.Open(jetstream.Config{URL: f.ledger, CredsFile: f.creds, Name: f.name, Replicas: f.replicas})
+	return jetstream.Config{URL: f.ledger, CredsFile: f.creds, Name: f.name, Replicas: f.replicas, ReadOnly: readOnly}, nil
+}
+
+// open binds the log for a command that only reads it.
+func (f *natsFlags) open() (*jetstream.Log, error) {
+	cfg, err := f.config(true)
+	if err != nil {
+		return nil, err
+	}
+	return jetstream.Open(cfg)
 }
 
 // ledgerRequested reports whether verify names a JetStream log.
@@ -81,6 +96,11 @@ func cmdVerifyLedger(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "ok: %d events, head seq %d, hash %x (JetStream stream %s_EVENTS)\n", rep.Events, rep.Head.Seq, rep.Head.Hash, nf.name)
+	rs, err := log.Resources()
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	printResources(stdout, rs, log.ClusterSize())
 	return 0
 }
 
@@ -108,7 +128,11 @@ func cmdMigrate(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "%v", err)
 	}
 	defer store.Close()
-	log, err := nf.open()
+	lcfg, err := nf.config(false) // migrate creates the stream, buckets and object store
+	var log *jetstream.Log
+	if err == nil {
+		log, err = jetstream.Open(lcfg)
+	}
 	if errors.Is(err, errLedgerURL) {
 		fmt.Fprintf(stderr, "taskledger: %v\n", err)
 		return 2
@@ -127,15 +151,18 @@ func cmdMigrate(args []string, stdout, stderr io.Writer) int {
 
 // clusterFlags are serve's flags for running on a cluster.
 type clusterFlags struct {
-	nats      natsFlags
-	advertise string
-	leaseTTL  time.Duration
+	nats         natsFlags
+	advertise    string
+	leaseTTL     time.Duration
+	startTimeout string
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
 	f.nats.register(fs)
 	fs.StringVar(&f.advertise, "advertise", "", "with --ledger: this node's URL as the other nodes reach it (https://host:port)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", node.DefaultLeaseTTL, "with --ledger: the sequencer lease's life (1s–60s, the same on every node)")
+	fs.StringVar(&f.startTimeout, "start-timeout", envDefault("start-timeout", "60s"),
+		"with --ledger: how long a start waits for the NATS servers and the ledger's resources (1s–1h; /readyz answers 503 meanwhile)")
 }
 
 // check refuses a cluster configuration serve cannot run (before it
@@ -153,22 +180,86 @@ func (f *clusterFlags) check(manual bool) error {
 	if f.leaseTTL < time.Second || f.leaseTTL > time.Minute {
 		return errors.New("--lease-ttl must be between 1s and 60s")
 	}
+	if _, err := duration("start-timeout", f.startTimeout, time.Second, time.Hour); err != nil {
+		return err
+	}
 	return nil
 }
 
-// open starts a node on the cluster (serve --ledger nats://...).
+// open starts a node on the cluster (serve --ledger nats://...): it waits
+// up to --start-timeout for the servers, binds the stream, buckets and
+// object store or creates the missing ones, and warns at every start when
+// they are not replicated on a cluster of several servers.
 func (f *clusterFlags) open(cfg node.Config) (*node.Node, error) {
 	if err := f.check(cfg.Manual); err != nil {
 		return nil, err
 	}
-	log, err := f.nats.open()
+	lcfg, err := f.nats.config(false)
 	if err != nil {
 		return nil, err
 	}
+	lcfg.StartTimeout, _ = duration("start-timeout", f.startTimeout, time.Second, time.Hour)
+	lcfg.Logf = func(format string, args ...any) { cfg.Logger.Warn().Msgf(format, args...) }
+	log, err := jetstream.Open(lcfg)
+	if err != nil {
+		return nil, err
+	}
+	replicasWarning(log, cfg.Logger)
 	n, err := node.OpenCluster(cfg, node.ClusterConfig{Log: log, Advertise: f.advertise, LeaseTTL: f.leaseTTL})
 	if err != nil {
 		log.Close()
 		return nil, err
 	}
 	return n, nil
+}
+
+// replicasWarning logs, at every start, a ledger kept on one server of a
+// cluster of several.
+func replicasWarning(log *jetstream.Log, logger zerolog.Logger) {
+	ev := logger.Info()
+	if log.Replicas() == 1 && log.ClusterSize() > 1 {
+		ev = logger.Warn().Str("risk", "one server holds the whole ledger: losing it loses the ledger or stops every write")
+	}
+	ev.Int("replicas", log.Replicas()).Int("cluster_servers", log.ClusterSize()).Bool("replicas_default", log.ReplicasDefaulted()).
+		Msg("ledger resources bound")
+}
+
+// printResources writes each resource's actual replicas and storage, and
+// a warning line for each that is not replicated on a cluster.
+func printResources(w io.Writer, rs []jetstream.Resource, size int) {
+	fmt.Fprintf(w, "cluster: %d server(s) seen; resources:\n", size)
+	for _, r := range rs {
+		fmt.Fprintf(w, "  %s\n", r)
+	}
+	for _, r := range rs {
+		if r.Exists && r.Replicas == 1 && size > 1 {
+			fmt.Fprintf(w, "warning: %s %s has 1 replica on a cluster of %d servers: losing its server stops the ledger\n", r.Kind, r.Name, size)
+		}
+	}
+}
+
+// cmdStatus is `status --ledger nats://...`: the actual replicas, storage
+// and size of the stream, each bucket and the object store. It reads only:
+// nothing is created or changed, and missing resources are reported.
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status", stderr)
+	var nf natsFlags
+	nf.register(fs)
+	if pos, err := parseInterspersed(fs, args); err != nil {
+		return 2
+	} else if len(pos) != 0 || nf.ledger == "" {
+		fmt.Fprintf(stderr, "usage: taskledger status --ledger nats://HOST:PORT[,HOST:PORT...] [--nats-name N] [--nats-creds FILE]\n")
+		return 2
+	}
+	cfg, err := nf.config(true)
+	if err != nil {
+		fmt.Fprintf(stderr, "taskledger: %v\n", err)
+		return 2
+	}
+	rs, size, err := jetstream.Describe(cfg)
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	printResources(stdout, rs, size)
+	return 0
 }

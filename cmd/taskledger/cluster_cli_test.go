@@ -95,6 +95,10 @@ func TestLedgerFlagsRefuseBadInput(t *testing.T) {
 		{"export", "--ledger", "127.0.0.1:4222"},
 		{"migrate", "--data", t.TempDir()},
 		{"migrate", "--data", t.TempDir(), "--ledger", "nats://127.0.0.1:1", "extra"},
+		{"status"},
+		{"status", "--ledger", "http://127.0.0.1:4222"},
+		{"status", "--ledger", "nats://127.0.0.1:4222", "extra"},
+		{"history", "some-task", "--ledger", "127.0.0.1:4222"},
 	} {
 		if r := reviewCLI(args...); r.code != 2 {
 			t.Errorf("%v: exit %d (%q), want 2", args, r.code, r.stderr)
@@ -108,8 +112,14 @@ func TestLedgerFlagsRefuseBadInput(t *testing.T) {
 	if r := reviewCLI("verify", "--ledger", natsURL(t), "--nats-creds", t.TempDir()+"/none.creds"); r.code != 1 {
 		t.Errorf("verify with a missing credentials file: %d %q", r.code, r.stderr)
 	}
-	// No server at the address.
-	if r := reviewCLI("verify", "--ledger", "nats://127.0.0.1:1"); r.code != 1 {
-		t.Errorf("verify with no server: %d %q", r.code, r.stderr)
+	// No server at the address: a read-only command does not wait.
+	for _, cmd := range []string{"verify", "status"} {
+		if r := reviewCLI(cmd, "--ledger", "nats://127.0.0.1:1"); r.code != 1 {
+			t.Errorf("%s with no server: %d %q", cmd, r.code, r.stderr)
+		}
+	}
+	// Replicas out of bounds.
+	if r := reviewCLI("verify", "--ledger", natsURL(t), "--nats-replicas", "6"); r.code != 1 || !strings.Contains(r.stderr, "--nats-replicas") {
+		t.Errorf("verify --nats-replicas 6: %d %q", r.code, r.stderr)
 	}
 }

@@ -72,20 +72,33 @@ func cmdServe(args []string, stderr io.Writer) int {
 	ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
 		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }}
 	var nd *node.Node
+	handler := &startingHandler{}
+	srv := nc.httpServer(handler, logger)
+	errc := make(chan error, 1)
+	serving := false
 	if f.cluster.nats.ledger != "" {
+		// A cluster node may wait for its ledger (--start-timeout): it
+		// listens meanwhile, /readyz answering 503 until the node is open.
+		go func() { errc <- srv.Serve(ln) }()
+		serving = true
+		logger.Info().Str("listen", ln.Addr().String()).Msg("waiting for the ledger: /readyz answers 503 until it is open")
 		nd, err = f.cluster.open(ncfg)
 	} else {
 		nd, err = node.Open(ncfg)
 	}
 	if err != nil {
-		ln.Close()
+		if serving {
+			_ = srv.Close()
+		} else {
+			ln.Close()
+		}
 		if errors.Is(err, ledger.ErrInUse) {
 			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", f.data)
 		}
 		return fail(stderr, "%v", err)
 	}
 	nd.API.SetLimits(nc.limits())
-	srv := nc.httpServer(nd.Handler(), logger)
+	handler.open(nd.Handler())
 	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).
 		Bool("tls", certs != nil).Msg("serving")
 	// Signals are caught before the address is announced: a SIGTERM sent as
@@ -97,8 +110,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	defer signal.Stop(hup)
 	fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if !serving {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 wait:
 	for {
 		select {

@@ -113,10 +113,18 @@ func TestServeLedgerRefusesAnIncompleteClusterConfiguration(t *testing.T) {
 		{[]string{"--ledger", "nats://127.0.0.1:1"}, "--advertise"},
 		{[]string{"--ledger", "nats://127.0.0.1:1", "--advertise", "http://127.0.0.1:9", "--clock=manual"}, "--clock=manual is refused"},
 		{[]string{"--ledger", "nats://127.0.0.1:1", "--advertise", "http://127.0.0.1:9", "--lease-ttl", "100ms"}, "--lease-ttl"},
+		{[]string{"--ledger", "nats://127.0.0.1:1", "--advertise", "http://127.0.0.1:9", "--start-timeout", "500ms"}, "--start-timeout"},
+		{[]string{"--ledger", "nats://127.0.0.1:1", "--advertise", "http://127.0.0.1:9", "--start-timeout", "2h"}, "--start-timeout"},
+		{[]string{"--ledger", "nats://127.0.0.1:1", "--advertise", "http://127.0.0.1:9", "--start-timeout", "soon"}, "--start-timeout"},
 	} {
 		r := reviewCLI(append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0"}, c.args...)...)
 		if r.code != 1 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("serve %v: %d %q, want exit 1 naming %q", c.args, r.code, r.stderr, c.want)
 		}
+	}
+	t.Setenv("TASKLEDGER_START_TIMEOUT", "0s")
+	r := reviewCLI("serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--ledger", "nats://127.0.0.1:1", "--advertise", "http://127.0.0.1:9")
+	if r.code != 1 || !strings.Contains(r.stderr, "--start-timeout") {
+		t.Errorf("TASKLEDGER_START_TIMEOUT=0s: %d %q, want exit 1 naming --start-timeout", r.code, r.stderr)
 	}
 }

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -22,14 +23,36 @@ type Blobs struct {
 
 var _ ledger.BlobStore = (*Blobs)(nil)
 
-// Blobs opens (creating if needed) the log's object store.
+// Blobs binds the log's object store, creating it when it does not exist
+// (unless the log is read only); one of other replicas or storage is a
+// *ConfigError, never updated. With a start timeout it waits for the
+// servers as Open does.
 func (l *Log) Blobs() (*Blobs, error) {
-	ctx, cancel := l.ctx()
-	defer cancel()
-	obs, err := l.js.CreateOrUpdateObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: l.cfg.Name + "_BLOBS",
-		Storage: natsjs.FileStorage, Replicas: l.cfg.Replicas})
+	name := l.cfg.Name + "_BLOBS"
+	var obs natsjs.ObjectStore
+	err := l.retry("the object store "+name, func() error {
+		_, err := l.ensure(resource{kind: KindObjectStore, name: name, stream: "OBJ_" + name,
+			want: shape{kind: KindObjectStore, replicas: l.cfg.Replicas, storage: natsjs.FileStorage},
+			create: func(ctx context.Context) error {
+				_, err := l.js.CreateObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: name,
+					Storage: natsjs.FileStorage, Replicas: l.cfg.Replicas})
+				return err
+			}})
+		if err != nil {
+			return err
+		}
+		ctx, cancel := l.ctx()
+		defer cancel()
+		if obs, err = l.js.ObjectStore(ctx, name); err != nil {
+			return fmt.Errorf("jetstream: object store %s: %w", name, err)
+		}
+		if _, err := obs.GetInfo(ctx, "taskledger-probe"); err != nil && !errors.Is(err, natsjs.ErrObjectNotFound) {
+			return fmt.Errorf("jetstream: object store %s: %w", name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: object store %s_BLOBS: %w", l.cfg.Name, err)
+		return nil, err
 	}
 	return &Blobs{l: l, obs: obs}, nil
 }

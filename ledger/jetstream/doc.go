@@ -21,6 +21,22 @@
 //	             (lease.go; created by the first node that serves).
 //	NAME_BLOBS   object store: blobs named by their SHA-256 (blobs.go).
 //
+// The buckets are streams KV_NAME_SOFT, ... created with direct gets off
+// (every read goes through the stream's leader); the object store is the
+// stream OBJ_NAME_BLOBS.
+//
+// # Binding and creating (resources.go, start.go)
+//
+// Open binds each resource that exists when its replicas, storage (and,
+// for a bucket, history and TTL) are the ones asked for, and otherwise
+// fails with a *ConfigError naming both: it never updates a resource. A
+// missing resource is created unless Config.ReadOnly (then ErrMissing);
+// two processes creating the same resource at once both end up bound to
+// it (create-or-bind). Without Config.Replicas a creating Open asks for
+// DefaultReplicas(ClusterSize): 3 on three or more servers. With
+// Config.StartTimeout, transient failures (no server, no responders, no
+// leader yet, deadlines) are retried with backoff until the start deadline.
+//
 // Ledger keys become bucket keys one to one: letters, digits, '-', '_'
 // and '/' stay, every other byte is '=' and two hex digits.
 //

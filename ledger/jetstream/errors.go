@@ -15,3 +15,16 @@ var (
 	// the message before it.
 	ErrMessage = errors.New("jetstream: stored batch message is corrupt")
 )
+
+var (
+	// ErrConfigConflict is returned (inside a *ConfigError naming both
+	// configurations) when a stream, bucket or object store exists with
+	// other replicas, storage or limits than asked for: nothing is changed.
+	ErrConfigConflict = errors.New("jetstream: a resource exists with another configuration")
+	// ErrMissing is returned by a read-only Open when a resource the ledger
+	// needs does not exist (a read-only command creates nothing).
+	ErrMissing = errors.New("jetstream: the ledger's resource does not exist")
+	// ErrStartTimeout is returned by Open, Lease and Blobs when the servers
+	// were still not ready when the start timeout passed.
+	ErrStartTimeout = errors.New("jetstream: the NATS servers were not ready within the start timeout")
+)

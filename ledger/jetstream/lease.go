@@ -35,23 +35,22 @@ type Lease struct {
 	ttl time.Duration
 }
 
-// Lease opens (creating if needed) the lease bucket with keys living ttl.
-// Every node of one cluster must use the same ttl: the bucket is updated
-// to the caller's.
+// Lease binds the lease bucket with keys living ttl, creating it when it
+// does not exist. Every node of one cluster must use the same ttl: a
+// bucket of another TTL (or other replicas) is a *ConfigError, never
+// updated. With a start timeout it waits for the servers as Open does.
 func (l *Log) Lease(ttl time.Duration) (*Lease, error) {
 	if ttl < 100*time.Millisecond {
 		return nil, fmt.Errorf("jetstream: lease TTL %v is too short", ttl)
 	}
-	ctx, cancel := l.ctx()
-	defer cancel()
-	name := l.cfg.Name + "_LEASE"
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: name, History: 1, TTL: ttl,
-		Storage: natsjs.FileStorage, Replicas: l.cfg.Replicas})
+	var kv natsjs.KeyValue
+	err := l.retry("the lease bucket "+l.cfg.Name+"_LEASE", func() error {
+		var err error
+		kv, err = l.bucket("LEASE", ttl)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: bucket %s: %w", name, err)
-	}
-	if kv, err = leaderReads(ctx, l.js, kv); err != nil {
-		return nil, fmt.Errorf("jetstream: bucket %s: %w", name, err)
+		return nil, err
 	}
 	return &Lease{l: l, kv: kv, ttl: ttl}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,24 +32,68 @@ type Config struct {
 	// stream NAME_EVENTS on subject name.events (lower case), key-value
 	// buckets NAME_SOFT and NAME_META.
 	Name string
-	// Replicas of the stream and buckets (default 1; 3 on a cluster).
+	// Replicas of the stream, buckets and object store. Creating, 0 means
+	// DefaultReplicas of the cluster's size (3 on three or more servers);
+	// an existing resource must have exactly the replicas asked for. Read
+	// only, 0 means any.
 	Replicas int
+	// ReadOnly binds existing resources only: a missing one is ErrMissing,
+	// and nothing is ever created or updated (verify, export, status).
+	// Otherwise missing resources are created (serve, migrate).
+	ReadOnly bool
 	// Timeout bounds each request to the server (default 5s).
 	Timeout time.Duration
+	// StartTimeout, when set, makes Open (and Lease and Blobs after it)
+	// wait for the servers: a transient failure (no server up yet, no
+	// responders, no leader, a deadline) is retried with backoff until
+	// StartTimeout after Open began. Zero: one attempt.
+	StartTimeout time.Duration
+	// Logf, when set, is told what a start is waiting for before each retry.
+	Logf func(format string, args ...any)
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Name == "" {
+		cfg.Name = "TASKLEDGER"
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return cfg
+}
+
+// connect returns cfg.Conn, or a new connection to cfg.URL (own true).
+func (cfg Config) connect() (*nats.Conn, bool, error) {
+	if cfg.Conn != nil {
+		return cfg.Conn, false, nil
+	}
+	opts := append([]nats.Option{nats.Name("taskledger")}, cfg.Options...)
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, false, fmt.Errorf("jetstream: connect: %w", err)
+	}
+	return nc, true, nil
 }
 
 // Log is a ledger.Backend on a JetStream stream. Several Logs (processes)
 // may open the same stream; the stream's expected-last-sequence check makes
 // sure that of writers appending at the same head exactly one wins.
 type Log struct {
-	cfg     Config
-	nc      *nats.Conn
-	ownConn bool
-	js      natsjs.JetStream
-	stream  natsjs.Stream
-	soft    natsjs.KeyValue
-	meta    natsjs.KeyValue
-	subject string
+	cfg       Config
+	nc        *nats.Conn
+	ownConn   bool
+	js        natsjs.JetStream
+	stream    natsjs.Stream
+	soft      natsjs.KeyValue
+	meta      natsjs.KeyValue
+	subject   string
+	size      int          // servers in the cluster, as the client sees them
+	defaulted bool         // Replicas was chosen from size, not asked for
+	startBy   time.Time    // StartTimeout after Open began (zero: no retries)
+	startReq  atomic.Int64 // while a start retries: the bound of each request (ns)
 
 	appendMu sync.Mutex // one Append at a time in this process
 
@@ -68,45 +113,60 @@ type batchRef struct {
 
 var _ ledger.Backend = (*Log)(nil)
 
-// Open connects (unless cfg.Conn is given), creates the stream and buckets
-// when they do not exist, and reads the stream's batch index.
+// Open connects (unless cfg.Conn is given), binds the stream and buckets
+// (creating missing ones unless cfg.ReadOnly; never changing existing
+// ones), and reads the stream's batch index. With cfg.StartTimeout it
+// waits for servers that are not up or not ready yet.
 func Open(cfg Config) (*Log, error) {
-	if cfg.Name == "" {
-		cfg.Name = "TASKLEDGER"
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 1
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	l := &Log{cfg: cfg, nc: cfg.Conn, head: ledger.GenesisHead(), streams: map[string][]uint64{},
+	cfg = cfg.withDefaults()
+	l := &Log{cfg: cfg, head: ledger.GenesisHead(), streams: map[string][]uint64{},
 		subject: strings.ToLower(cfg.Name) + ".events"}
-	if l.nc == nil {
-		opts := append([]nats.Option{nats.Name("taskledger")}, cfg.Options...)
-		if cfg.CredsFile != "" {
-			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-		}
-		nc, err := nats.Connect(cfg.URL, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("jetstream: connect: %w", err)
-		}
-		l.nc, l.ownConn = nc, true
+	if cfg.StartTimeout > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
+		l.startBy, _ = ctx.Deadline()
+		cancel()
 	}
-	if err := l.setup(); err != nil {
-		l.closeConn()
-		return nil, err
-	}
-	if err := l.sync(); err != nil {
-		l.closeConn()
+	err := l.retry("the NATS servers and the ledger's stream and buckets", func() error {
+		if l.nc == nil {
+			nc, own, err := cfg.connect()
+			if err != nil {
+				return err
+			}
+			l.nc, l.ownConn = nc, own
+		}
+		if err := l.setup(); err != nil {
+			return err
+		}
+		return l.sync()
+	})
+	if err != nil {
+		if l.nc != nil {
+			l.closeConn()
+		}
 		return nil, err
 	}
 	return l, nil
 }
 
 func (l *Log) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), l.cfg.Timeout)
+	d := l.cfg.Timeout
+	if s := time.Duration(l.startReq.Load()); s > 0 && s < d {
+		d = s
+	}
+	return context.WithTimeout(context.Background(), d)
 }
+
+// Replicas is the replicas the resources were bound or created with (0
+// read only without a request: whatever they have).
+func (l *Log) Replicas() int { return l.cfg.Replicas }
+
+// ClusterSize is how many servers the cluster has, as the client sees
+// them (see ClusterSize).
+func (l *Log) ClusterSize() int { return l.size }
+
+// ReplicasDefaulted reports whether Replicas was chosen from the cluster's
+// size rather than asked for.
+func (l *Log) ReplicasDefaulted() bool { return l.defaulted }
 
 func (l *Log) setup() error {
 	js, err := natsjs.New(l.nc)
@@ -115,7 +175,15 @@ func (l *Log) setup() error {
 	}
 	l.js = js
 	ctx, cancel := l.ctx()
-	defer cancel()
+	_, err = js.AccountInfo(ctx) // JetStream answers (a meta leader on a cluster)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("jetstream: account info: %w", err)
+	}
+	l.size = ClusterSize(l.nc, l.cfg.URL)
+	if l.cfg.Replicas == 0 && !l.cfg.ReadOnly {
+		l.cfg.Replicas, l.defaulted = DefaultReplicas(l.size), true
+	}
 	want := natsjs.StreamConfig{
 		Name:        l.cfg.Name + "_EVENTS",
 		Description: "taskledger events: one message per committed batch",
@@ -131,58 +199,29 @@ func (l *Log) setup() error {
 		DenyPurge:   true,
 		AllowDirect: true,
 	}
-	s, err := js.Stream(ctx, want.Name)
-	switch {
-	case errors.Is(err, natsjs.ErrStreamNotFound):
-		if s, err = js.CreateStream(ctx, want); err != nil {
-			return fmt.Errorf("jetstream: create stream %s: %w", want.Name, err)
-		}
-	case err != nil:
-		return fmt.Errorf("jetstream: stream %s: %w", want.Name, err)
-	default:
-		c := s.CachedInfo().Config
-		if !c.DenyDelete || !c.DenyPurge || c.MaxAge != 0 || c.MaxMsgs > 0 || c.MaxBytes > 0 ||
-			len(c.Subjects) != 1 || c.Subjects[0] != l.subject {
-			return fmt.Errorf("%w: %s must deny delete and purge, keep every message and take only %s",
-				ErrStreamConfig, want.Name, l.subject)
-		}
+	s, err := l.ensure(resource{kind: KindStream, name: want.Name, stream: want.Name,
+		want: shape{kind: KindStream, replicas: l.cfg.Replicas, storage: natsjs.FileStorage},
+		create: func(ctx context.Context) error {
+			_, err := js.CreateStream(ctx, want)
+			return err
+		}})
+	if err != nil {
+		return err
+	}
+	c := s.CachedInfo().Config
+	if !c.DenyDelete || !c.DenyPurge || c.MaxAge != 0 || c.MaxMsgs > 0 || c.MaxBytes > 0 ||
+		len(c.Subjects) != 1 || c.Subjects[0] != l.subject {
+		return fmt.Errorf("%w: %s must deny delete and purge, keep every message and take only %s",
+			ErrStreamConfig, want.Name, l.subject)
 	}
 	l.stream = s
-	for _, b := range []struct {
-		kv   *natsjs.KeyValue
-		name string
-	}{{&l.soft, l.cfg.Name + "_SOFT"}, {&l.meta, l.cfg.Name + "_META"}} {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: b.name, History: 1,
-			Storage: natsjs.FileStorage, Replicas: l.cfg.Replicas})
-		if err != nil {
-			return fmt.Errorf("jetstream: bucket %s: %w", b.name, err)
-		}
-		if kv, err = leaderReads(ctx, js, kv); err != nil {
-			return fmt.Errorf("jetstream: bucket %s: %w", b.name, err)
-		}
-		*b.kv = kv
+	if l.soft, err = l.bucket("SOFT", 0); err != nil {
+		return err
+	}
+	if l.meta, err = l.bucket("META", 0); err != nil {
+		return err
 	}
 	return nil
-}
-
-// leaderReads turns off direct gets on the bucket's stream and binds it
-// again: a direct get may be answered by a replica that has not applied
-// the newest put yet (a stale read of a record just written), a get
-// through the stream's leader never is.
-func leaderReads(ctx context.Context, js natsjs.JetStream, kv natsjs.KeyValue) (natsjs.KeyValue, error) {
-	st, err := js.Stream(ctx, "KV_"+kv.Bucket())
-	if err != nil {
-		return nil, err
-	}
-	cfg := st.CachedInfo().Config
-	if !cfg.AllowDirect {
-		return kv, nil
-	}
-	cfg.AllowDirect = false
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return nil, err
-	}
-	return js.KeyValue(ctx, kv.Bucket())
 }
 
 func (l *Log) closeConn() {

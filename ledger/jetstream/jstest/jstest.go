@@ -20,8 +20,14 @@ import (
 // syncAlways fsyncs every write (sync_interval: always).
 func Server(t testing.TB, syncAlways bool) *server.Server {
 	t.Helper()
+	return ServerAt(t, server.RANDOM_PORT, syncAlways)
+}
+
+// ServerAt is Server on the given client port.
+func ServerAt(t testing.TB, port int, syncAlways bool) *server.Server {
+	t.Helper()
 	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: t.TempDir(), SyncAlways: syncAlways,
 	})
 	if err != nil {
@@ -84,6 +90,13 @@ func Eventually(t testing.TB, bound time.Duration, what string, cond func() erro
 // loopback, and waits until they have a meta leader with three peers.
 func Cluster(t testing.TB) []*server.Server {
 	t.Helper()
+	return ClusterAt(t, nil)
+}
+
+// ClusterAt is Cluster with the servers' client ports given (nil: random
+// ones), for a test that names the servers before they start.
+func ClusterAt(t testing.TB, clientPorts []int) []*server.Server {
+	t.Helper()
 	ports := FreePorts(t, 3)
 	var routes []string
 	for _, p := range ports {
@@ -91,8 +104,12 @@ func Cluster(t testing.TB) []*server.Server {
 	}
 	var servers []*server.Server
 	for i, p := range ports {
+		port := server.RANDOM_PORT
+		if clientPorts != nil {
+			port = clientPorts[i]
+		}
 		s, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
 			JetStream: true, StoreDir: t.TempDir(),
 			Cluster: server.ClusterOpts{Name: "tl", Host: "127.0.0.1", Port: p},
 			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
