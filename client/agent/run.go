@@ -51,6 +51,9 @@ type runner struct {
 	lastPresence       time.Time
 	presenceOK         bool
 	backoff            time.Duration
+	// survivorKilled: the start-up check killed the work command a
+	// previous run left behind.
+	survivorKilled bool
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
@@ -117,6 +120,9 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
 		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
+	if err := r.reapSurvivor(); err != nil {
+		return fail(stderr, err)
+	}
 	err = r.loop(context.Background())
 	if err != nil {
 		return fail(stderr, err)
@@ -183,6 +189,33 @@ func (r *runner) loop(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// reapSurvivor runs before anything else: a work command recorded by a
+// previous run that still runs (same pid and start time) is killed with
+// its process group; the task is then reported as interrupted (needs a
+// person) by work.
+func (r *runner) reapSurvivor() error {
+	a := r.dev.State().Active
+	if a == nil || !a.Launched || a.WorkPID <= 0 {
+		return nil
+	}
+	fate, err := killSurvivor(a.WorkPID, a.WorkStartTime)
+	if err != nil {
+		return fmt.Errorf("check the work command of the previous run (pid %d): %w", a.WorkPID, err)
+	}
+	switch fate {
+	case survivorKilled:
+		r.survivorKilled = true
+		r.log.Warn("killed the work command the previous run left running", "task", a.TaskID, "pid", a.WorkPID)
+	case survivorGone:
+		r.log.Info("the work command of the previous run is gone", "task", a.TaskID, "pid", a.WorkPID)
+	case survivorReused:
+		r.log.Info("the pid of the previous work command now belongs to another process; not touched", "task", a.TaskID, "pid", a.WorkPID)
+	default:
+		r.log.Warn("cannot tell whether the work command of the previous run still runs (no start time on this system)", "task", a.TaskID, "pid", a.WorkPID)
+	}
+	return nil
 }
 
 // retryable waits with backoff after an unknown outcome, or returns the

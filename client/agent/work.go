@@ -47,7 +47,11 @@ func (r *runner) work(ctx context.Context) error {
 	st := r.dev.State()
 	a := st.Active
 	if a.Launched {
-		return r.dev.MarkNeedsPerson("", "the task was running when the agent stopped; it is not run again automatically")
+		reason := "the task was running when the agent stopped; it is not run again automatically"
+		if r.survivorKilled {
+			reason += fmt.Sprintf("; its work command (pid %d) was still running and was killed", a.WorkPID)
+		}
+		return r.dev.MarkNeedsPerson("interrupted", reason)
 	}
 	if a.State == client.StateClaimed {
 		if ok, err := r.waitBeforeStart(ctx, a); !ok || err != nil {
@@ -76,7 +80,7 @@ func (r *runner) work(ctx context.Context) error {
 		return err
 	}
 	tail := &tailBuffer{max: stderrTailSize}
-	p, err := startProcess(r.argv, a.Payload, io.MultiWriter(r.stderr, tail))
+	p, err := startProcess(r.argv, a.Payload, io.MultiWriter(r.stderr, tail), r.dev.RecordWork)
 	if err != nil {
 		r.log.Error("cannot start the command", "task", a.TaskID, "err", err.Error())
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) {

@@ -84,6 +84,12 @@ type Active struct {
 	// Launched is set (and committed) before the work starts; a launched
 	// task whose end was never reported needs a person after a restart.
 	Launched bool `json:"launched,omitempty"`
+	// WorkPID and WorkStartTime identify the work command (its start time
+	// in clock ticks after boot, Linux; 0 where the system does not tell).
+	// They are committed before the command is let run, so the next start
+	// can kill a command that outlived its agent — only when both match.
+	WorkPID       int    `json:"work_pid,omitempty"`
+	WorkStartTime uint64 `json:"work_start_time,omitempty"`
 }
 
 // Manual is a task (or a claim key, when the task is unknown) that needs a
