@@ -297,19 +297,23 @@ func newLogger(w io.Writer, clock client.Clock) *slog.Logger {
 	}))
 }
 
-func splitChecks(vals []string) (map[string]bool, error) {
-	m := map[string]bool{}
+// splitChecks parses the --check values. With none, the checks start as
+// agent_running=true and learn is set: the agent then adds the checks the
+// server names as missing (see runner.presence).
+func splitChecks(vals []string) (m map[string]bool, learn bool, err error) {
+	m = map[string]bool{}
 	for _, v := range vals {
 		name, val, ok := strings.Cut(v, "=")
 		if !ok || (val != "true" && val != "false") {
-			return nil, fmt.Errorf("%w: --check NAME=true|false, got %q", ErrUsage, v)
+			return nil, false, fmt.Errorf("%w: --check NAME=true|false, got %q", ErrUsage, v)
 		}
 		m[name] = val == "true"
 	}
 	if len(m) == 0 {
 		m["agent_running"] = true
+		learn = true
 	}
-	return m, nil
+	return m, learn, nil
 }
 
 type listFlag []string

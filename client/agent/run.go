@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/shlex"
@@ -37,9 +38,12 @@ type runner struct {
 	poll      time.Duration
 	heartbeat time.Duration
 	checks    map[string]bool
-	stderr    io.Writer
-	signals   <-chan os.Signal
-	evidence  string // --evidence-file: a PNG the work command may leave
+	// learnChecks (no --check given): the checks the server names as
+	// missing are added as true (D336).
+	learnChecks bool
+	stderr      io.Writer
+	signals     <-chan os.Signal
+	evidence    string // --evidence-file: a PNG the work command may leave
 	// startDelay (--start-delay) holds each claim before start, renewed
 	// every renewInterval (--renew-every).
 	startDelay, renewInterval time.Duration
@@ -67,7 +71,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	renewEvery := fs.Duration("renew-every", 0, "with --start-delay: renew the claim lease this often (default 200s, a third of the default claim lease)")
 	evidence := fs.String("evidence-file", "", "path where the work command may leave a PNG screenshot; it is uploaded as the execution's evidence")
 	var checks listFlag
-	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default agent_running=true)")
+	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default: agent_running=true plus every check the server names as missing)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return ExitUsage
@@ -86,7 +90,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 			return fail(stderr, fmt.Errorf("%w: --start-when %q", ErrBadExec, *startWhen))
 		}
 	}
-	chk, err := splitChecks(checks)
+	chk, learn, err := splitChecks(checks)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -117,7 +121,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 		return fail(stderr, err)
 	}
 	defer dev.Close()
-	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
+	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk, learnChecks: learn,
 		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
 	if err := r.reapSurvivor(); err != nil {
@@ -244,10 +248,37 @@ func (r *runner) presence(ctx context.Context, activeTask string) error {
 	}
 	r.lastPresence = r.clock.Now()
 	r.presenceOK = res.Claimable
+	if !res.Claimable && r.learnChecks && r.learn(res.MissingChecks) {
+		return r.presence(ctx, activeTask)
+	}
 	if !res.Claimable {
-		r.log.Warn("device not claimable", "missing_checks", fmt.Sprint(res.MissingChecks))
+		missing := strings.Join(res.MissingChecks, ",")
+		hint := "pass --check NAME=true for each missing check once it holds"
+		if missing == "" {
+			hint = "no check is missing: the device may be disabled or revoked on the server"
+		}
+		r.log.Warn("device not claimable", "missing_checks", missing, "hint", hint)
 	}
 	return nil
+}
+
+// learn adds the missing checks the agent does not report yet as true and
+// reports whether it added any (each check is learned once: one the
+// server still names after that is left to the log).
+func (r *runner) learn(missing []string) bool {
+	var added []string
+	for _, c := range missing {
+		if _, ok := r.checks[c]; !ok {
+			r.checks[c] = true
+			added = append(added, c)
+		}
+	}
+	if len(added) == 0 {
+		return false
+	}
+	r.log.Info("reporting the checks the server requires of this device as true (no --check given)",
+		"checks", strings.Join(added, ","))
+	return true
 }
 
 // wait waits d, or less when a signal arrives.
