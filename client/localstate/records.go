@@ -13,9 +13,11 @@ const FormatVersion = "1"
 type Identity struct {
 	ServerURL string `json:"server_url"`
 	DeviceID  string `json:"device_id"`
-	// KeySource is the secretstore kind; KeyFile its path (key files).
+	// KeySource is the secretstore kind; KeyFile its path (key files),
+	// KeyID the key's name in the OS keychain (keychain).
 	KeySource string `json:"key_source"`
 	KeyFile   string `json:"key_file,omitempty"`
+	KeyID     string `json:"key_id,omitempty"`
 	// SealedToken is the sealed device token.
 	SealedToken []byte    `json:"sealed_token"`
 	EnrolledAt  time.Time `json:"enrolled_at"`
