@@ -31,7 +31,8 @@ const (
 )
 
 type runner struct {
-	dev       *device.Device
+	src       device.TaskSource
+	sink      device.EvidenceSink
 	log       *slog.Logger
 	clock     client.Clock
 	argv      []string
@@ -121,7 +122,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 		return fail(stderr, err)
 	}
 	defer dev.Close()
-	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk, learnChecks: learn,
+	r := &runner{src: dev, sink: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk, learnChecks: learn,
 		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
 	if err := r.reapSurvivor(); err != nil {
@@ -138,15 +139,15 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 // loop runs until stopped (nil) or a condition a person must see (error).
 func (r *runner) loop(ctx context.Context) error {
 	for {
-		if err := r.dev.CheckManual(); err != nil {
+		if err := r.src.CheckManual(); err != nil {
 			return err
 		}
 		if r.quitting {
 			return nil
 		}
-		st := r.dev.State()
+		st := r.src.State()
 		if p := st.Pending; p != nil && p.Kind != "claim" {
-			if err := r.dev.ReplayPending(ctx); err != nil {
+			if err := r.src.ReplayPending(ctx); err != nil {
 				if err := r.retryable(err); err != nil {
 					return err
 				}
@@ -177,7 +178,7 @@ func (r *runner) loop(ctx context.Context) error {
 				continue
 			}
 		}
-		out, err := r.dev.Claim(ctx)
+		out, err := r.src.Claim(ctx)
 		switch {
 		case err == nil && out.NoTask:
 			r.backoff = 0
@@ -200,7 +201,7 @@ func (r *runner) loop(ctx context.Context) error {
 // its process group; the task is then reported as interrupted (needs a
 // person) by work.
 func (r *runner) reapSurvivor() error {
-	a := r.dev.State().Active
+	a := r.src.State().Active
 	if a == nil || !a.Launched || a.WorkPID <= 0 {
 		return nil
 	}
@@ -240,7 +241,7 @@ func (r *runner) retryable(err error) error {
 
 // presence sends the presence heartbeat with the readiness checks.
 func (r *runner) presence(ctx context.Context, activeTask string) error {
-	res, err := r.dev.Client().Heartbeat(ctx, client.Presence{AppVersion: appVersion,
+	res, err := r.src.Presence(ctx, client.Presence{AppVersion: appVersion,
 		OSVersion: runtime.GOOS + "/" + runtime.GOARCH, TargetAppVersion: targetAppVersion,
 		Checks: r.checks, ActiveTaskID: activeTask, ClientTime: r.clock.Now()})
 	if err != nil {
