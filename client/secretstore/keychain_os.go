@@ -7,9 +7,29 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 
+	"github.com/godbus/dbus/v5"
 	"github.com/zalando/go-keyring"
 )
+
+// keychainUsed is set once the keychain was called (on Linux: the shared
+// D-Bus session connection may be open).
+var keychainUsed atomic.Bool
+
+// CloseKeychain closes the D-Bus session connection the Secret Service
+// calls opened (it is shared by the process and stays open otherwise; the
+// next call reconnects). For tests that check for leaked goroutines and
+// embedders that want it gone; a no-op when nothing was called, and on
+// macOS.
+func CloseKeychain() {
+	if runtime.GOOS != "linux" || !keychainUsed.Load() {
+		return
+	}
+	if c, err := dbus.SessionBus(); err == nil {
+		_ = c.Close()
+	}
+}
 
 // osKeychain is github.com/zalando/go-keyring: the Secret Service over
 // D-Bus (GNOME Keyring, KWallet) on Linux, /usr/bin/security on macOS.
@@ -34,10 +54,12 @@ func (osKeychain) available() bool {
 }
 
 func (osKeychain) set(service, account, secret string) error {
+	keychainUsed.Store(true)
 	return keyring.Set(service, account, secret)
 }
 
 func (osKeychain) get(service, account string) (string, error) {
+	keychainUsed.Store(true)
 	s, err := keyring.Get(service, account)
 	if errors.Is(err, keyring.ErrNotFound) {
 		return "", errKeychainNotFound
@@ -46,6 +68,7 @@ func (osKeychain) get(service, account string) (string, error) {
 }
 
 func (osKeychain) del(service, account string) error {
+	keychainUsed.Store(true)
 	err := keyring.Delete(service, account)
 	if errors.Is(err, keyring.ErrNotFound) {
 		return errKeychainNotFound

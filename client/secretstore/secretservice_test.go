@@ -30,7 +30,10 @@ func TestSecretServiceRoundTrip(t *testing.T) {
 		t.Fatalf("store a key in the Secret Service: %v", err)
 	}
 	id := s.(interface{ KeyID() string }).KeyID()
-	t.Cleanup(func() { _ = DeleteKeychainKey(id) })
+	t.Cleanup(func() {
+		_ = DeleteKeychainKey(id)
+		CloseKeychain()
+	})
 	raw, err := kc.get(KeychainService, id)
 	if err != nil || raw == "" {
 		t.Fatalf("read back through D-Bus: %q %v", raw, err)
