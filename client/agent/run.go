@@ -218,7 +218,7 @@ func (r *runner) reapSurvivor() error {
 	case survivorReused:
 		r.log.Info("the pid of the previous work command now belongs to another process; not touched", "task", a.TaskID, "pid", a.WorkPID)
 	default:
-		r.log.Warn("cannot tell whether the work command of the previous run still runs (no start time on this system)", "task", a.TaskID, "pid", a.WorkPID)
+		r.log.Warn("cannot tell whether the work command of the previous run still runs (no start time recorded); nothing killed", "task", a.TaskID, "pid", a.WorkPID)
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ func (r *runner) work(ctx context.Context) error {
 	a := st.Active
 	if a.Launched {
 		reason := "the task was running when the agent stopped; it is not run again automatically"
+		if a.WorkPID == 0 {
+			reason = "the agent stopped after launching the task, before its work command was recorded; it is not run again automatically"
+		}
 		if r.survivorKilled {
 			reason += fmt.Sprintf("; its work command (pid %d) was still running and was killed", a.WorkPID)
 		}
