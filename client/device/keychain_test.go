@@ -18,15 +18,16 @@ import (
 // Enrollment without a key file, where the Secret Service answers, keeps
 // the key in it: the state records its id (no key file, no token in
 // clear), Open decrypts with it, re-enrolling keeps it, and a key removed
-// from the keychain stops Open with a clear error. CI runs this inside
-// dbus-run-session with TASKLEDGER_TEST_SECRET_SERVICE=1, which turns the
-// skip without a session bus into a failure.
+// from the keychain stops Open with a clear error. It runs only with
+// TASKLEDGER_TEST_SECRET_SERVICE=1 (CI sets it inside dbus-run-session),
+// and then fails when no Secret Service answers.
 func TestEnrollKeepsKeyInSecretService(t *testing.T) {
+	if os.Getenv("TASKLEDGER_TEST_SECRET_SERVICE") != "1" {
+		// Never write into a developer's own keyring unasked.
+		t.Skip("set TASKLEDGER_TEST_SECRET_SERVICE=1 (with a Secret Service running, e.g. in dbus-run-session) to run this test")
+	}
 	if os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
-		if os.Getenv("TASKLEDGER_TEST_SECRET_SERVICE") == "1" {
-			t.Fatal("TASKLEDGER_TEST_SECRET_SERVICE=1 but no session bus is named (DBUS_SESSION_BUS_ADDRESS)")
-		}
-		t.Skip("no session bus; set TASKLEDGER_TEST_SECRET_SERVICE=1 (with a Secret Service running) to require this test")
+		t.Fatal("TASKLEDGER_TEST_SECRET_SERVICE=1 but no session bus is named (DBUS_SESSION_BUS_ADDRESS)")
 	}
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
