@@ -177,6 +177,7 @@ type statusView struct {
 	DeviceID    string              `json:"device_id,omitempty"`
 	KeySource   string              `json:"key_source,omitempty"`
 	KeyFile     string              `json:"key_file,omitempty"`
+	KeyID       string              `json:"key_id,omitempty"`
 	SessionID   string              `json:"session_id,omitempty"`
 	Pending     *pendingView        `json:"pending"`
 	Active      *activeView         `json:"active"`
@@ -224,7 +225,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		v.NeedsPerson = []localstate.Manual{}
 	}
 	if id := st.Identity; id != nil {
-		v.Enrolled, v.Server, v.DeviceID, v.KeySource, v.KeyFile = true, id.ServerURL, id.DeviceID, id.KeySource, id.KeyFile
+		v.Enrolled, v.Server, v.DeviceID, v.KeySource, v.KeyFile, v.KeyID = true, id.ServerURL, id.DeviceID, id.KeySource, id.KeyFile, id.KeyID
 	}
 	if p := st.Pending; p != nil {
 		v.Pending = &pendingView{Kind: p.Kind, Op: p.Op, Key: p.Key, TaskID: p.TaskID}
@@ -254,7 +255,7 @@ func printStatus(w io.Writer, v statusView) {
 		return
 	}
 	fmt.Fprintf(w, "server:     %s\ndevice:     %s\nkey source: %s %s\nsession:    %s\n",
-		v.Server, v.DeviceID, v.KeySource, v.KeyFile, v.SessionID)
+		v.Server, v.DeviceID, v.KeySource, v.KeyFile+v.KeyID, v.SessionID)
 	if p := v.Pending; p != nil {
 		fmt.Fprintf(w, "pending:    %s %s key=%s task=%s (outcome unknown, will be replayed)\n", p.Kind, p.Op, p.Key, p.TaskID)
 	} else {
@@ -297,19 +298,23 @@ func newLogger(w io.Writer, clock client.Clock) *slog.Logger {
 	}))
 }
 
-func splitChecks(vals []string) (map[string]bool, error) {
-	m := map[string]bool{}
+// splitChecks parses the --check values. With none, the checks start as
+// agent_running=true and learn is set: the agent then adds the checks the
+// server names as missing (see runner.presence).
+func splitChecks(vals []string) (m map[string]bool, learn bool, err error) {
+	m = map[string]bool{}
 	for _, v := range vals {
 		name, val, ok := strings.Cut(v, "=")
 		if !ok || (val != "true" && val != "false") {
-			return nil, fmt.Errorf("%w: --check NAME=true|false, got %q", ErrUsage, v)
+			return nil, false, fmt.Errorf("%w: --check NAME=true|false, got %q", ErrUsage, v)
 		}
 		m[name] = val == "true"
 	}
 	if len(m) == 0 {
 		m["agent_running"] = true
+		learn = true
 	}
-	return m, nil
+	return m, learn, nil
 }
 
 type listFlag []string

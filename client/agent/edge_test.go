@@ -88,7 +88,10 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("%v: exit %d, %q", tc.args, code, errb.String())
 		}
 	}
-	// Without --key-file (and no OS store) enrollment refuses.
+	// Without --key-file (and no OS store: no session bus named, so no
+	// Secret Service) enrollment refuses.
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "")
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 	tf := dir + "/tok"
 	writeFile(t, tf, "tldev_x")
 	var out, errb strings.Builder

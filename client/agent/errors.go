@@ -10,6 +10,13 @@ var (
 	// ErrBadOutput means the command's stdout is not a JSON object of at
 	// most 2 KiB.
 	ErrBadOutput = errors.New("agent: command output is not a JSON object of at most 2 KiB")
+
+	// errProcessGone: no process has the pid.
+	errProcessGone = errors.New("agent: process gone")
+	// errBadProcStat: /proc/PID/stat could not be parsed.
+	errBadProcStat = errors.New("agent: unreadable /proc stat")
+	// errNoStartTime: this system does not tell a process's start time.
+	errNoStartTime = errors.New("agent: process start time unknown on this system")
 )
 
 // Exit codes of the agent subcommands.

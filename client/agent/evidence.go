@@ -100,7 +100,7 @@ func (r *runner) uploadEvidence(ctx context.Context, taskID string) {
 		r.log.Warn("evidence not readable", "task", taskID, "err", err.Error())
 		return
 	}
-	res, err := r.dev.UploadEvidence(ctx, r.evidence, st.ModTime())
+	res, err := r.sink.UploadEvidence(ctx, r.evidence, st.ModTime())
 	if err != nil {
 		if errors.Is(err, client.ErrUnknownOutcome) {
 			r.log.Warn("evidence upload outcome unknown, kept for replay", "task", taskID)

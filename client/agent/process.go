@@ -18,22 +18,53 @@ type process struct {
 	err    error
 }
 
+// held is a started work command that does not run yet: it waits at its
+// gate until open; close gives up what the gate holds (the process must be
+// killed first when it was never opened).
+type held interface {
+	open() error
+	close()
+}
+
+// recordFunc commits the pid and start time of a held work command; the
+// command runs only after it returned nil.
+type recordFunc func(pid int, startTime uint64) error
+
 // startProcess runs argv without a shell, the payload on stdin, stdout
-// captured (bounded), stderr passed through, in its own process group.
-func startProcess(argv []string, payload []byte, stderr io.Writer) (*process, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin = bytes.NewReader(payload)
-	out := &capBuffer{max: maxResultLength * 4}
-	cmd.Stdout = out
-	cmd.Stderr = stderr
-	setProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
+// captured (bounded), stderr passed through, in its own process group that
+// dies with the agent (Linux: a parent-death signal; Windows: a job object
+// that kills on close). The command is started held: record is called with
+// its pid and start time, and only when it succeeded is the command let
+// run. argv[0] is looked up first, so a missing command is an error here.
+func startProcess(argv []string, payload []byte, stderr io.Writer, record recordFunc) (*process, error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, stdout: out, done: make(chan struct{})}
+	p := &process{stdout: &capBuffer{max: maxResultLength * 4}, done: make(chan struct{})}
+	h, err := startHeld(p, path, argv, bytes.NewReader(payload), stderr)
+	if err != nil {
+		return nil, err
+	}
+	start, err := processStartTime(p.pid())
+	if errors.Is(err, errNoStartTime) {
+		start, err = 0, nil
+	}
+	if err == nil {
+		err = record(p.pid(), start)
+	}
+	if err == nil {
+		err = h.open()
+	}
+	if err != nil {
+		p.kill()
+		<-p.done
+		h.close()
+		return nil, err
+	}
 	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
+		<-p.done
+		h.close()
 	}()
 	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/shlex"
@@ -30,16 +31,20 @@ const (
 )
 
 type runner struct {
-	dev       *device.Device
+	src       device.TaskSource
+	sink      device.EvidenceSink
 	log       *slog.Logger
 	clock     client.Clock
 	argv      []string
 	poll      time.Duration
 	heartbeat time.Duration
 	checks    map[string]bool
-	stderr    io.Writer
-	signals   <-chan os.Signal
-	evidence  string // --evidence-file: a PNG the work command may leave
+	// learnChecks (no --check given): the checks the server names as
+	// missing are added as true (D336).
+	learnChecks bool
+	stderr      io.Writer
+	signals     <-chan os.Signal
+	evidence    string // --evidence-file: a PNG the work command may leave
 	// startDelay (--start-delay) holds each claim before start, renewed
 	// every renewInterval (--renew-every).
 	startDelay, renewInterval time.Duration
@@ -51,6 +56,9 @@ type runner struct {
 	lastPresence       time.Time
 	presenceOK         bool
 	backoff            time.Duration
+	// survivorKilled: the start-up check killed the work command a
+	// previous run left behind.
+	survivorKilled bool
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
@@ -64,7 +72,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	renewEvery := fs.Duration("renew-every", 0, "with --start-delay: renew the claim lease this often (default 200s, a third of the default claim lease)")
 	evidence := fs.String("evidence-file", "", "path where the work command may leave a PNG screenshot; it is uploaded as the execution's evidence")
 	var checks listFlag
-	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default agent_running=true)")
+	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default: agent_running=true plus every check the server names as missing)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return ExitUsage
@@ -83,7 +91,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 			return fail(stderr, fmt.Errorf("%w: --start-when %q", ErrBadExec, *startWhen))
 		}
 	}
-	chk, err := splitChecks(checks)
+	chk, learn, err := splitChecks(checks)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -114,9 +122,12 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 		return fail(stderr, err)
 	}
 	defer dev.Close()
-	r := &runner{dev: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk,
+	r := &runner{src: dev, sink: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk, learnChecks: learn,
 		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
 	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
+	if err := r.reapSurvivor(); err != nil {
+		return fail(stderr, err)
+	}
 	err = r.loop(context.Background())
 	if err != nil {
 		return fail(stderr, err)
@@ -128,15 +139,15 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 // loop runs until stopped (nil) or a condition a person must see (error).
 func (r *runner) loop(ctx context.Context) error {
 	for {
-		if err := r.dev.CheckManual(); err != nil {
+		if err := r.src.CheckManual(); err != nil {
 			return err
 		}
 		if r.quitting {
 			return nil
 		}
-		st := r.dev.State()
+		st := r.src.State()
 		if p := st.Pending; p != nil && p.Kind != "claim" {
-			if err := r.dev.ReplayPending(ctx); err != nil {
+			if err := r.src.ReplayPending(ctx); err != nil {
 				if err := r.retryable(err); err != nil {
 					return err
 				}
@@ -167,7 +178,7 @@ func (r *runner) loop(ctx context.Context) error {
 				continue
 			}
 		}
-		out, err := r.dev.Claim(ctx)
+		out, err := r.src.Claim(ctx)
 		switch {
 		case err == nil && out.NoTask:
 			r.backoff = 0
@@ -183,6 +194,33 @@ func (r *runner) loop(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// reapSurvivor runs before anything else: a work command recorded by a
+// previous run that still runs (same pid and start time) is killed with
+// its process group; the task is then reported as interrupted (needs a
+// person) by work.
+func (r *runner) reapSurvivor() error {
+	a := r.src.State().Active
+	if a == nil || !a.Launched || a.WorkPID <= 0 {
+		return nil
+	}
+	fate, err := killSurvivor(a.WorkPID, a.WorkStartTime)
+	if err != nil {
+		return fmt.Errorf("check the work command of the previous run (pid %d): %w", a.WorkPID, err)
+	}
+	switch fate {
+	case survivorKilled:
+		r.survivorKilled = true
+		r.log.Warn("killed the work command the previous run left running", "task", a.TaskID, "pid", a.WorkPID)
+	case survivorGone:
+		r.log.Info("the work command of the previous run is gone", "task", a.TaskID, "pid", a.WorkPID)
+	case survivorReused:
+		r.log.Info("the pid of the previous work command now belongs to another process; not touched", "task", a.TaskID, "pid", a.WorkPID)
+	default:
+		r.log.Warn("cannot tell whether the work command of the previous run still runs (no start time recorded); nothing killed", "task", a.TaskID, "pid", a.WorkPID)
+	}
+	return nil
 }
 
 // retryable waits with backoff after an unknown outcome, or returns the
@@ -203,7 +241,7 @@ func (r *runner) retryable(err error) error {
 
 // presence sends the presence heartbeat with the readiness checks.
 func (r *runner) presence(ctx context.Context, activeTask string) error {
-	res, err := r.dev.Client().Heartbeat(ctx, client.Presence{AppVersion: appVersion,
+	res, err := r.src.Presence(ctx, client.Presence{AppVersion: appVersion,
 		OSVersion: runtime.GOOS + "/" + runtime.GOARCH, TargetAppVersion: targetAppVersion,
 		Checks: r.checks, ActiveTaskID: activeTask, ClientTime: r.clock.Now()})
 	if err != nil {
@@ -211,10 +249,37 @@ func (r *runner) presence(ctx context.Context, activeTask string) error {
 	}
 	r.lastPresence = r.clock.Now()
 	r.presenceOK = res.Claimable
+	if !res.Claimable && r.learnChecks && r.learn(res.MissingChecks) {
+		return r.presence(ctx, activeTask)
+	}
 	if !res.Claimable {
-		r.log.Warn("device not claimable", "missing_checks", fmt.Sprint(res.MissingChecks))
+		missing := strings.Join(res.MissingChecks, ",")
+		hint := "pass --check NAME=true for each missing check once it holds"
+		if missing == "" {
+			hint = "no check is missing: the device may be disabled or revoked on the server"
+		}
+		r.log.Warn("device not claimable", "missing_checks", missing, "hint", hint)
 	}
 	return nil
+}
+
+// learn adds the missing checks the agent does not report yet as true and
+// reports whether it added any (each check is learned once: one the
+// server still names after that is left to the log).
+func (r *runner) learn(missing []string) bool {
+	var added []string
+	for _, c := range missing {
+		if _, ok := r.checks[c]; !ok {
+			r.checks[c] = true
+			added = append(added, c)
+		}
+	}
+	if len(added) == 0 {
+		return false
+	}
+	r.log.Info("reporting the checks the server requires of this device as true (no --check given)",
+		"checks", strings.Join(added, ","))
+	return true
 }
 
 // wait waits d, or less when a signal arrives.

@@ -49,7 +49,7 @@ func (r *runner) waitBeforeStart(ctx context.Context, a *localstate.Active) (boo
 		if r.clock.Now().Before(r.startAt.renewed.Add(r.renewEvery())) {
 			continue
 		}
-		res, err := r.call(ctx, func() (client.TaskResult, error) { return r.dev.Renew(ctx) })
+		res, err := r.call(ctx, func() (client.TaskResult, error) { return r.src.Renew(ctx) })
 		switch {
 		case err == nil:
 			r.startAt.renewed = r.clock.Now()

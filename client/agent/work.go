@@ -44,43 +44,50 @@ func (r *runner) call(ctx context.Context, f func() (client.TaskResult, error)) 
 // command, then complete / fail / cancel-ack. A task that was already
 // launched before this process started needs a person.
 func (r *runner) work(ctx context.Context) error {
-	st := r.dev.State()
+	st := r.src.State()
 	a := st.Active
 	if a.Launched {
-		return r.dev.MarkNeedsPerson("", "the task was running when the agent stopped; it is not run again automatically")
+		reason := "the task was running when the agent stopped; it is not run again automatically"
+		if a.WorkPID == 0 {
+			reason = "the agent stopped after launching the task, before its work command was recorded; it is not run again automatically"
+		}
+		if r.survivorKilled {
+			reason += fmt.Sprintf("; its work command (pid %d) was still running and was killed", a.WorkPID)
+		}
+		return r.src.MarkNeedsPerson("interrupted", reason)
 	}
 	if a.State == client.StateClaimed {
 		if ok, err := r.waitBeforeStart(ctx, a); !ok || err != nil {
 			return err
 		}
 		r.log.Info("starting", "task", a.TaskID, "generation", a.Generation)
-		if _, err := r.call(ctx, func() (client.TaskResult, error) { return r.dev.Start(ctx) }); err != nil {
+		if _, err := r.call(ctx, func() (client.TaskResult, error) { return r.src.Start(ctx) }); err != nil {
 			return r.retryable(err)
 		}
 	}
 	// Act on a (possibly replayed) start only after a heartbeat for that
 	// execution succeeded.
-	hb, err := r.call(ctx, func() (client.TaskResult, error) { return r.dev.Heartbeat(ctx, "starting") })
+	hb, err := r.call(ctx, func() (client.TaskResult, error) { return r.src.Heartbeat(ctx, "starting") })
 	if err != nil {
 		return r.retryable(err)
 	}
-	a = r.dev.State().Active
+	a = r.src.State().Active
 	if hb.CancelRequested {
 		r.log.Info("cancel requested before launch", "task", a.TaskID)
-		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.CancelAck(ctx) })
+		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.src.CancelAck(ctx) })
 	}
-	if err := r.dev.MarkLaunched(); err != nil {
+	if err := r.src.MarkLaunched(); err != nil {
 		return err
 	}
 	if err := r.clearEvidence(); err != nil {
 		return err
 	}
 	tail := &tailBuffer{max: stderrTailSize}
-	p, err := startProcess(r.argv, a.Payload, io.MultiWriter(r.stderr, tail))
+	p, err := startProcess(r.argv, a.Payload, io.MultiWriter(r.stderr, tail), r.src.RecordWork)
 	if err != nil {
 		r.log.Error("cannot start the command", "task", a.TaskID, "err", err.Error())
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) {
-			return r.dev.Fail(ctx, "exec_failed", truncate("cannot start the command: "+err.Error(), 256))
+			return r.src.Fail(ctx, "exec_failed", truncate("cannot start the command: "+err.Error(), 256))
 		})
 	}
 	r.log.Info("work launched", "task", a.TaskID, "execution", a.ExecutionID, "pid", p.pid())
@@ -89,17 +96,17 @@ func (r *runner) work(ctx context.Context) error {
 		return err
 	}
 	if how == outcomeCanceled {
-		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.CancelAck(ctx) })
+		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.src.CancelAck(ctx) })
 	}
 	r.uploadEvidence(ctx, a.TaskID)
 	code := p.exitCode()
 	if code == 0 {
 		result, rerr := resultJSON(p.stdout.Bytes(), p.stdout.overflow)
 		if rerr == nil {
-			return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.Complete(ctx, result) })
+			return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.src.Complete(ctx, result) })
 		}
 		return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) {
-			return r.dev.Fail(ctx, "invalid_output", "exit 0 but stdout is not a JSON object of at most 2 KiB")
+			return r.src.Fail(ctx, "invalid_output", "exit 0 but stdout is not a JSON object of at most 2 KiB")
 		})
 	}
 	reason := fmt.Sprintf("exit_%d", code)
@@ -111,7 +118,7 @@ func (r *runner) work(ctx context.Context) error {
 		r.log.Warn("work command failed", "task", a.TaskID, "reason", reason, "stderr_tail", t)
 		detail = failureDetail(detail, t)
 	}
-	return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.dev.Fail(ctx, reason, detail) })
+	return r.finish(ctx, a.TaskID, func() (client.TaskResult, error) { return r.src.Fail(ctx, reason, detail) })
 }
 
 // supervise heartbeats while the process runs; it stops the process on a
@@ -131,7 +138,7 @@ func (r *runner) supervise(ctx context.Context, p *process, last client.TaskResu
 			continue
 		case <-t.C():
 		}
-		res, err := r.dev.Heartbeat(ctx, "running")
+		res, err := r.src.Heartbeat(ctx, "running")
 		switch {
 		case err == nil:
 			r.backoff = 0
@@ -153,7 +160,7 @@ func (r *runner) supervise(ctx context.Context, p *process, last client.TaskResu
 			if errors.Is(err, device.ErrNeedsPerson) {
 				return 0, err
 			}
-			if merr := r.dev.MarkNeedsPerson("", "heartbeat refused while running: "+err.Error()); merr != nil {
+			if merr := r.src.MarkNeedsPerson("", "heartbeat refused while running: "+err.Error()); merr != nil {
 				return 0, merr
 			}
 			return 0, err

@@ -103,7 +103,7 @@ func open(store *localstate.Store, st *localstate.State, o Options) (*Device, er
 	if !client.IsUUID(st.SessionID) {
 		return nil, fmt.Errorf("%w: missing session id", localstate.ErrCorrupt)
 	}
-	sealer, err := secretstore.Open(id.KeySource, id.KeyFile)
+	sealer, err := secretstore.Open(id.KeySource, keyRef(id))
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +181,14 @@ func (d *Device) apply(c localstate.Change) error {
 	return nil
 }
 
+// keyRef is what names the identity's key: its file, or its keychain id.
+func keyRef(id *localstate.Identity) string {
+	if id.KeySource == secretstore.KindKeychain {
+		return id.KeyID
+	}
+	return id.KeyFile
+}
+
 func deviceTokenAAD(server, deviceID string) []byte {
 	return []byte("taskledger/device-token/v1|" + server + "|" + deviceID)
 }
@@ -256,7 +264,13 @@ func Enroll(o EnrollOptions) error {
 			return fmt.Errorf("%w: the key file cannot change now", localstate.ErrIdentityLocked)
 		}
 	}
-	sealer, err := secretstore.ForEnrollment(keyPath)
+	var sealer secretstore.Sealer
+	if keyPath == "" && st.Identity != nil && st.Identity.KeySource == secretstore.KindKeychain {
+		// The same keychain key: sealed claim tokens stay readable.
+		sealer, err = secretstore.OpenKeychainKey(st.Identity.KeyID)
+	} else {
+		sealer, err = secretstore.ForEnrollment(keyPath)
+	}
 	if err != nil {
 		return err
 	}
@@ -270,8 +284,13 @@ func Enroll(o EnrollOptions) error {
 	}
 	id := &localstate.Identity{ServerURL: server, DeviceID: o.DeviceID, KeySource: sealer.Kind(),
 		SealedToken: sealed, EnrolledAt: clock.Now().UTC()}
-	if sealer.Kind() == secretstore.KindKeyFile {
+	switch sealer.Kind() {
+	case secretstore.KindKeyFile:
 		id.KeyFile = keyPath
+	case secretstore.KindKeychain:
+		if k, ok := sealer.(interface{ KeyID() string }); ok {
+			id.KeyID = k.KeyID()
+		}
 	}
 	ch := localstate.Change{Identity: id}
 	if st.Identity == nil || st.Identity.ServerURL != server || st.Identity.DeviceID != o.DeviceID || st.SessionID == "" {

@@ -110,6 +110,20 @@ func (d *Device) MarkLaunched() error {
 	return d.apply(localstate.Change{Active: &cp})
 }
 
+// RecordWork commits the pid and start time of the work command of the
+// launched claim; the caller lets the command run only after it returned.
+func (d *Device) RecordWork(pid int, startTime uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a := d.st.Active
+	if a == nil || !a.Launched {
+		return ErrNoActiveClaim
+	}
+	cp := *a
+	cp.WorkPID, cp.WorkStartTime = pid, startTime
+	return d.apply(localstate.Change{Active: &cp})
+}
+
 // MarkNeedsPerson records the active task for a person and drops it
 // locally (the claim token is discarded with it).
 func (d *Device) MarkNeedsPerson(code, reason string) error {

@@ -13,9 +13,11 @@ const FormatVersion = "1"
 type Identity struct {
 	ServerURL string `json:"server_url"`
 	DeviceID  string `json:"device_id"`
-	// KeySource is the secretstore kind; KeyFile its path (key files).
+	// KeySource is the secretstore kind; KeyFile its path (key files),
+	// KeyID the key's name in the OS keychain (keychain).
 	KeySource string `json:"key_source"`
 	KeyFile   string `json:"key_file,omitempty"`
+	KeyID     string `json:"key_id,omitempty"`
 	// SealedToken is the sealed device token.
 	SealedToken []byte    `json:"sealed_token"`
 	EnrolledAt  time.Time `json:"enrolled_at"`
@@ -84,6 +86,12 @@ type Active struct {
 	// Launched is set (and committed) before the work starts; a launched
 	// task whose end was never reported needs a person after a restart.
 	Launched bool `json:"launched,omitempty"`
+	// WorkPID and WorkStartTime identify the work command (its start time
+	// in clock ticks after boot, Linux; 0 where the system does not tell).
+	// They are committed before the command is let run, so the next start
+	// can kill a command that outlived its agent — only when both match.
+	WorkPID       int    `json:"work_pid,omitempty"`
+	WorkStartTime uint64 `json:"work_start_time,omitempty"`
 }
 
 // Manual is a task (or a claim key, when the task is unknown) that needs a

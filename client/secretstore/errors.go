@@ -12,6 +12,9 @@ var (
 	// ErrBadKeyFile means the key file is missing, malformed or readable by
 	// other users.
 	ErrBadKeyFile = errors.New("secretstore: bad key file")
+	// ErrKeychain means the OS keychain could not store, find or read the
+	// key (locked, no answer, entry removed).
+	ErrKeychain = errors.New("secretstore: OS keychain")
 	// ErrDecrypt means a sealed secret could not be opened: the state is
 	// damaged or another key is in use. Nothing may be sent.
 	ErrDecrypt = errors.New("secretstore: cannot decrypt a stored secret (damaged state or wrong key)")

@@ -17,8 +17,12 @@ import (
 // keyFileHeader starts every key file; the rest is the base64url key.
 const keyFileHeader = "taskledger-key-v1 "
 
+// keyFile is an XChaCha20-Poly1305 key, from a key file or (tag
+// tagKeychain) the OS keychain under keyID.
 type keyFile struct {
-	key []byte
+	key   []byte
+	tag   byte
+	keyID string
 }
 
 // CreateKeyFile opens the key file at path, creating it (mode 0600,
@@ -52,7 +56,7 @@ func CreateKeyFile(path string) (Sealer, error) {
 		return nil, fmt.Errorf("%w: close: %v", ErrBadKeyFile, err)
 	}
 	syncDir(filepath.Dir(path))
-	return &keyFile{key: key}, nil
+	return &keyFile{key: key, tag: tagKeyFile}, nil
 }
 
 // OpenKeyFile reads an existing key file; it must not be accessible by
@@ -83,10 +87,18 @@ func OpenKeyFile(path string) (Sealer, error) {
 	if err != nil || len(key) != chacha20poly1305.KeySize {
 		return nil, fmt.Errorf("%w: %s is damaged", ErrBadKeyFile, path)
 	}
-	return &keyFile{key: key}, nil
+	return &keyFile{key: key, tag: tagKeyFile}, nil
 }
 
-func (k *keyFile) Kind() string { return KindKeyFile }
+func (k *keyFile) Kind() string {
+	if k.tag == tagKeychain {
+		return KindKeychain
+	}
+	return KindKeyFile
+}
+
+// KeyID names the key in the OS keychain ("" for a key file).
+func (k *keyFile) KeyID() string { return k.keyID }
 
 func (k *keyFile) Seal(plaintext, aad []byte) ([]byte, error) {
 	aead, err := chacha20poly1305.NewX(k.key)
@@ -97,13 +109,13 @@ func (k *keyFile) Seal(plaintext, aad []byte) ([]byte, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("secretstore: nonce: %w", err)
 	}
-	out := []byte{formatV1, tagKeyFile}
+	out := []byte{formatV1, k.tag}
 	out = append(out, nonce...)
 	return aead.Seal(out, nonce, plaintext, aad), nil
 }
 
 func (k *keyFile) Open(sealed, aad []byte) ([]byte, error) {
-	body, err := checkHeader(sealed, tagKeyFile)
+	body, err := checkHeader(sealed, k.tag)
 	if err != nil {
 		return nil, err
 	}

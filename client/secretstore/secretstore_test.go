@@ -83,6 +83,7 @@ func TestKeyFileRefusals(t *testing.T) {
 
 // Without a key file (and without an OS store) enrollment refuses.
 func TestNoKeySource(t *testing.T) {
+	useFakeKeychain(t, false)
 	if runtime.GOOS == "windows" {
 		s, err := ForEnrollment("")
 		if err != nil || s.Kind() != KindDPAPI {
