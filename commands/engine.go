@@ -221,11 +221,11 @@ func (e *Engine) Authenticate(tokenHash string) (Principal, bool) {
 	return e.auth.lookup(tokenHash)
 }
 
-// AuthenticateAdmin returns the name of the active admin token whose hash
-// is tokenHash, as of the newest commit (like Authenticate, it never
+// AuthenticateAdmin returns the name and role of the active admin token
+// whose hash is tokenHash, as of the newest commit (like Authenticate, it never
 // waits for the sequencer: a token created or revoked is honoured, or
 // refused, from the moment its command is answered).
-func (e *Engine) AuthenticateAdmin(tokenHash string) (string, bool) {
+func (e *Engine) AuthenticateAdmin(tokenHash string) (AdminIdentity, bool) {
 	return e.auth.lookupAdmin(tokenHash)
 }
 
