@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -77,6 +78,22 @@ var errInsufficientRole = newErr(http.StatusForbidden, "insufficient_role", "thi
 func RoleAllows(role wire.Role, method, path string) bool {
 	for _, r := range routeRoles[method+" "+path] {
 		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// noRoute reports a request that matched no admin route: the group's
+// catch-all (404 not_found) or a route's path with another method (405).
+// Those are answered as for any token; every other route missing from the
+// table is refused.
+func noRoute(method, path string) bool {
+	if strings.HasSuffix(path, "/*") || path == "" {
+		return true
+	}
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
+		if _, ok := routeRoles[m+" "+path]; ok && m != method {
 			return true
 		}
 	}

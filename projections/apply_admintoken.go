@@ -28,7 +28,7 @@ type AdminToken struct {
 	TokenHash     string // "" after a revocation: the log no longer names it
 	Status        string
 	Role          wire.Role // RoleAdmin for a token created before roles
-	CreatedAt     int64 // 0: the first event revoked a token held outside the log
+	CreatedAt     int64     // 0: the first event revoked a token held outside the log
 	CreatedBy     string
 	RevokedAt     int64
 	RevokedBy     string
