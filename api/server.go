@@ -90,6 +90,7 @@ func New(o Options) *Server {
 			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
 			return n
 		})
+		s.watchServer()
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -24,6 +24,9 @@ type Loader func() (*projections.State, error)
 // Metrics receives the sequencer's measurements; nil fields are skipped.
 type Metrics struct {
 	BatchCommitted func(commands int, events int, commit time.Duration)
+	// CommitFailed: a batch's append (write or fsync) failed; its commands
+	// are answered 503.
+	CommitFailed func(err error)
 	Command        func(cmd Command, res Result, err error)
 	Claimed        func()
 }
