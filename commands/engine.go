@@ -27,8 +27,8 @@ type Metrics struct {
 	// CommitFailed: a batch's append (write or fsync) failed; its commands
 	// are answered 503.
 	CommitFailed func(err error)
-	Command        func(cmd Command, res Result, err error)
-	Claimed        func()
+	Command      func(cmd Command, res Result, err error)
+	Claimed      func()
 }
 
 // TypeName is a command's type for metrics and logs.
