@@ -220,6 +220,9 @@ func TestRolesOfAdminTokens(t *testing.T) {
 		http.StatusForbidden, "insufficient_role")
 	n.MustRefuse(t, before, n.Do("POST", adminTokensPath, toks[wire.RoleOperator], map[string]any{"name": "as-admin2", "role": "operator"}, nil),
 		http.StatusForbidden, "insufficient_role")
+	// A request that matches no route is answered as for any token.
+	nodetest.MustError(t, n.Do("GET", nodetest.AdminPath+"/nothing-here", toks[wire.RoleAuditor], nil, nil), http.StatusNotFound, "not_found")
+	nodetest.MustError(t, n.Do("DELETE", nodetest.AdminPath+"/admin-tokens", toks[wire.RoleAuditor], nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 	// An operator works tasks; an auditor does not.
 	n.MustRefuse(t, before, n.Do("POST", nodetest.AdminPath+"/tasks/"+task+"/cancel", toks[wire.RoleAuditor], map[string]any{"reason": "x"}, nil),
 		http.StatusForbidden, "insufficient_role")
