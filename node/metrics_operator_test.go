@@ -9,6 +9,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/ledger"
+	"taskledger/ledger/jetstream/jstest"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 )
@@ -96,5 +97,23 @@ func TestMetricsOperatorsAlertOn(t *testing.T) {
 	}
 	if got := sampleValue(scrape(t, n), "taskledger_snapshot_events_behind", nil); got != 0 {
 		t.Errorf("events behind after a snapshot %v, want 0", got)
+	}
+}
+
+// On a cluster, taskledger_cluster_role says which node sequences and
+// which follow (what the no-sequencer alert sums).
+func TestClusterRoleMetric(t *testing.T) {
+	nodes := startNodes(t, jstest.URLs(jstest.Cluster(t)), 2)
+	for i, want := range []string{"sequencer", "follower"} {
+		m := scrape(t, nodes[i])
+		for _, role := range []string{"standalone", "follower", "promoting", "sequencer"} {
+			v := 0.0
+			if role == want {
+				v = 1
+			}
+			if got := sampleValue(m, "taskledger_cluster_role", map[string]string{"role": role}); got != v {
+				t.Errorf("node %d (%s): taskledger_cluster_role{role=%q} = %v", i, want, role, got)
+			}
+		}
 	}
 }
