@@ -32,7 +32,7 @@ func adminJSON(c echo.Context) (*fields, string, string, error) {
 }
 
 func (s *Server) adminReq(c echo.Context, op, key string, parts ...string) commands.AdminReq {
-	return commands.AdminReq{Operator: operator(c), Key: key, Fingerprint: fingerprint(append([]string{op}, parts...)...)}
+	return commands.AdminReq{Operator: operator(c), Role: role(c), Key: key, Fingerprint: fingerprint(append([]string{op}, parts...)...)}
 }
 
 // answerTask renders the current task detail of an admin command.

@@ -10,11 +10,12 @@ import (
 
 	"taskledger/commands"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // The admin tokens of a running server, created and revoked as events:
 //
-//	POST /admin/admin-tokens              {"name"}   → 201, the token once
+//	POST /admin/admin-tokens              {"name", "role"?} → 201, the token once
 //	GET  /admin/admin-tokens                         → every name, never a token
 //	GET  /admin/admin-tokens/{name}
 //	POST /admin/admin-tokens/{name}/revoke {"reason"} → 200
@@ -45,9 +46,13 @@ func adminTokenDoc(st *projections.State, cfg *commands.Config, name string) map
 		if _, ok := cfg.OutsideAdminTokens[name]; !ok {
 			return nil
 		}
-		return map[string]any{"name": name, "status": projections.AdminTokenActive, "origin": originDataDir}
+		return map[string]any{"name": name, "status": projections.AdminTokenActive, "role": wire.RoleAdmin, "origin": originDataDir}
 	}
-	doc := map[string]any{"name": a.Name, "status": a.Status, "origin": originLog}
+	role := a.Role
+	if role == "" {
+		role = wire.RoleAdmin
+	}
+	doc := map[string]any{"name": a.Name, "status": a.Status, "role": role, "origin": originLog}
 	if a.CreatedAt == 0 {
 		doc["origin"] = originDataDir
 	} else {
@@ -81,18 +86,27 @@ func (s *Server) createAdminToken(c echo.Context) error {
 		return err
 	}
 	name := f.str("name", true)
+	roleName := f.optStr("role")
 	if err := f.done(); err != nil {
 		return err
 	}
 	if !AdminTokenName.MatchString(name) {
 		return invalid("field \"name\" must be 1 to 64 characters of [A-Za-z0-9._-], starting with a letter or digit")
 	}
+	newRole := wire.RoleAdmin
+	if roleName != nil {
+		r, ok := wire.ParseRole(*roleName)
+		if !ok || *roleName == "" {
+			return commands.ErrUnknownRole
+		}
+		newRole = r
+	}
 	token, err := NewAdminToken()
 	if err != nil {
 		return err
 	}
 	cmd := &commands.CreateAdminToken{AdminReq: s.adminReq(c, commands.OpCreateAdminToken, key, canon),
-		Name: name, TokenHash: commands.HashToken(token)}
+		Name: name, TokenHash: commands.HashToken(token), Role: newRole}
 	res, err := s.do(c, cmd)
 	if err != nil {
 		return err

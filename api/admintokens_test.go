@@ -87,7 +87,7 @@ func TestInitialAdminTokenRevokedThroughTheLog(t *testing.T) {
 	n := nodetest.Start(t)
 	r := n.Do("GET", adminTokensPath, n.AdminToken, nil, nil)
 	nodetest.Must(t, r, http.StatusOK)
-	if string(r.Body) != `{"admin_tokens":[{"name":"initial","origin":"data_dir","status":"ACTIVE"}]}`+"\n" {
+	if string(r.Body) != `{"admin_tokens":[{"name":"initial","origin":"data_dir","role":"admin","status":"ACTIVE"}]}`+"\n" {
 		t.Fatalf("list: %s", r.Body)
 	}
 	before := n.Head()

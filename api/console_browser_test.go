@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"taskledger/node/nodetest"
+	"taskledger/wire"
 )
 
 // The console is driven in a real browser (Debian's chromium, headless) at
@@ -817,4 +818,45 @@ func deviceScenario(t *testing.T, p *page, f *fleet) {
 	p.click("button", "Task "+f.story)
 	p.waitFor("the story from the device's page", fmt.Sprintf(`document.querySelector('#task-title').title === %q && document.querySelector('#history tbody tr') !== null`, f.story))
 	p.click("tab", "Devices")
+}
+
+// The console learns the signed-in token's role (GET /admin/whoami) and
+// shows an auditor no action it cannot do; an operator keeps them.
+func TestConsoleShowsAnAuditorNoActions(t *testing.T) {
+	actx := browser(t)
+	n := nodetest.Start(t)
+	toks := roleTokens(t, n)
+	dev := n.RegisterDevice()
+	task := n.CreateTask(map[string]any{"k": 1})
+	p := openPage(t, actx, n, t.TempDir(), "desktop", 1280, 800, false)
+	p.waitFor("the sign-in form", `document.querySelector('#token') !== null && !document.querySelector('#view-signin').hidden`)
+	p.fill("Admin token", toks[wire.RoleAuditor])
+	p.click("button", "Sign in")
+	p.waitFor("the auditor's role", `!document.querySelector('#nav').hidden && document.querySelector('#new-task').hidden`)
+	p.click("tab", "Tasks") // the console opens on the overview
+	p.waitFor("the task row", fmt.Sprintf(`!!document.querySelector('tr[data-task-id=%q]')`, task))
+	p.openTask(task)
+	var visible int
+	p.eval(`[...document.querySelectorAll('#task-actions button')].filter(b => b.offsetParent !== null).length`, &visible)
+	if visible != 0 {
+		t.Fatalf("an auditor sees %d task actions", visible)
+	}
+	p.click("tab", "Devices")
+	p.waitFor("the device row", fmt.Sprintf(`!!document.querySelector('tr[data-device-id=%q]')`, dev.ID))
+	p.eval(`document.querySelector('#register-device').hidden ? 0 : 1 + document.querySelectorAll('#devices button.danger').length`, &visible)
+	if visible != 0 {
+		t.Fatalf("an auditor sees device actions")
+	}
+
+	p.click("button", "Sign out")
+	p.fill("Admin token", toks[wire.RoleOperator])
+	p.click("button", "Sign in")
+	p.waitFor("the operator's role", `!document.querySelector('#nav').hidden && !document.querySelector('#new-task').hidden`)
+	p.click("tab", "Devices")
+	p.waitFor("the operator's actions", `!document.querySelector('#register-device').hidden && document.querySelectorAll('#devices button.danger').length > 0`)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.errors) > 0 {
+		t.Fatalf("page errors: %v", p.errors)
+	}
 }

@@ -68,6 +68,8 @@ var errorTable = []struct {
 	{commands.ErrAdminTokenExists, http.StatusConflict, "admin_token_exists", "an admin token of that name exists"},
 	{commands.ErrAdminTokenNotFound, http.StatusNotFound, "admin_token_not_found", "no such admin token"},
 	{commands.ErrLastAdminToken, http.StatusConflict, "last_admin_token", "the last active admin token cannot be revoked"},
+	{commands.ErrUnknownRole, http.StatusBadRequest, "unknown_role", "role must be \"admin\", \"operator\" or \"auditor\""},
+	{commands.ErrInsufficientRole, http.StatusForbidden, "insufficient_role", "this admin token's role does not allow this"},
 }
 
 // toAPIError maps any error to its answer; unknown errors are 500.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -24,6 +25,7 @@ type Metrics struct {
 	snapshotSecs prometheus.Histogram
 	requests     *prometheus.CounterVec
 	leaseExpiry  *prometheus.CounterVec
+	commitFails  prometheus.Counter
 }
 
 // NewMetrics registers the series on a fresh registry.
@@ -47,6 +49,8 @@ func NewMetrics() *Metrics {
 		leaseExpiry: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "taskledger_lease_expiries_total",
 			Help: "Lease expiries observed by committed events: claim (an expired claim taken over by another device " +
 				"or closed by an operator) and running (a report after the running lease expired)."}, []string{"lease"}),
+		commitFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "taskledger_commit_failures_total",
+			Help: "Append batches whose write or fsync failed (their commands were answered 503)."}),
 	}
 	m.leaseExpiry.WithLabelValues(LeaseClaim)
 	m.leaseExpiry.WithLabelValues(LeaseRunning)
@@ -56,7 +60,7 @@ func NewMetrics() *Metrics {
 	for _, typ := range commandTypes() {
 		m.commandsT.WithLabelValues(typ, "ok")
 	}
-	m.reg.MustRegister(m.batchSize, m.commitSecs, m.commandsT, m.claims, m.replaySecs, m.snapshotSecs, m.requests, m.leaseExpiry,
+	m.reg.MustRegister(m.batchSize, m.commitSecs, m.commandsT, m.claims, m.replaySecs, m.snapshotSecs, m.requests, m.leaseExpiry, m.commitFails,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -81,7 +85,8 @@ func (m *Metrics) Engine() commands.Metrics {
 			}
 			m.commandsT.WithLabelValues(commands.TypeName(cmd), outcome).Inc()
 		},
-		Claimed: func() { m.claims.Inc() },
+		Claimed:      func() { m.claims.Inc() },
+		CommitFailed: func(error) { m.commitFails.Inc() },
 	}
 }
 
@@ -120,4 +125,13 @@ func (m *Metrics) Register(e *echo.Echo) {
 		h.ServeHTTP(c.Response(), c.Request())
 		return nil
 	})
+}
+
+// Handler serves GET /metrics alone (serve --metrics-listen): every other
+// path is 404, every other method 405.
+func (m *Metrics) Handler() http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	return mux
 }

@@ -22,6 +22,7 @@ import (
 	"taskledger/ledger"
 	"taskledger/ledger/transparency"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // Body limits of api.md.
@@ -89,6 +90,7 @@ func New(o Options) *Server {
 			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
 			return n
 		})
+		s.watchServer()
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -121,6 +123,7 @@ func New(o Options) *Server {
 	dev.POST("/tasks/:id/evidence", s.evidence)
 
 	adm := v1.Group("/admin", s.authenticate(false))
+	adm.GET("/whoami", s.whoami)
 	adm.POST("/devices", s.registerDevice)
 	adm.GET("/devices", s.listDevices)
 	adm.GET("/devices/:id", s.getDevice)
@@ -242,6 +245,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 const (
 	ctxDevice   = "tl.device"
 	ctxOperator = "tl.operator"
+	ctxRole     = "tl.role"
 )
 
 // bearer returns the SHA-256 (hex) of the request's bearer token.
@@ -276,18 +280,19 @@ func unauthorized(c echo.Context) error {
 }
 
 // identify resolves a token hash to a device principal or an operator.
-func (s *Server) identify(h string) (dev *commands.Principal, op string) {
-	if name, ok := s.eng.AuthenticateAdmin(h); ok {
-		return nil, name
+func (s *Server) identify(h string) (dev *commands.Principal, op commands.AdminIdentity) {
+	if id, ok := s.eng.AuthenticateAdmin(h); ok {
+		return nil, id
 	}
 	if p, ok := s.eng.Authenticate(h); ok { // the committed index: no wait for a batch in flight
 		dev = &p
 	}
-	return dev, ""
+	return dev, commands.AdminIdentity{}
 }
 
 // authenticate resolves the bearer token before anything else of the
-// request is read, and admits only the credential kind of the route.
+// request is read, and admits only the credential kind of the route and,
+// for an admin token, only a role the route allows (routeRoles).
 func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -297,7 +302,7 @@ func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 			}
 			dev, op := s.identify(h)
 			switch {
-			case dev == nil && op == "":
+			case dev == nil && op.Name == "":
 				return s.unauthenticated(c)
 			case wantDevice != (dev != nil):
 				return errWrongKind
@@ -307,7 +312,12 @@ func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 				}
 				c.Set(ctxDevice, *dev)
 			default:
-				c.Set(ctxOperator, commands.Operator(op))
+				if m := c.Request().Method; !RoleAllows(op.Role, m, c.Path()) && !noRoute(m, c.Path()) {
+					closeIfBody(c)
+					return errInsufficientRole
+				}
+				c.Set(ctxOperator, commands.Operator(op.Name))
+				c.Set(ctxRole, op.Role)
 			}
 			return next(c)
 		}
@@ -316,6 +326,7 @@ func (s *Server) authenticate(wantDevice bool) echo.MiddlewareFunc {
 
 func principal(c echo.Context) commands.Principal { return c.Get(ctxDevice).(commands.Principal) }
 func operator(c echo.Context) commands.Operator   { return c.Get(ctxOperator).(commands.Operator) }
+func role(c echo.Context) wire.Role               { return c.Get(ctxRole).(wire.Role) }
 
 // do runs a command through the sequencer.
 func (s *Server) do(c echo.Context, cmd commands.Command) (commands.Result, error) {

@@ -6,6 +6,7 @@ import (
 	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // Operator is an authenticated admin token's name.
@@ -31,7 +32,8 @@ const (
 
 // AdminReq is the part every admin mutation shares.
 type AdminReq struct {
-	Operator    Operator // "": the offline CLI at the data directory, stamped as the system
+	Operator    Operator  // "": the offline CLI at the data directory, stamped as the system
+	Role        wire.Role // the role of the operator's token ("": admin)
 	Key         string
 	Fingerprint []byte
 }

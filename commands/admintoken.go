@@ -5,6 +5,7 @@ import (
 
 	"taskledger/events"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // Admin token operations (idempotency operation names).
@@ -18,7 +19,32 @@ var (
 	ErrAdminTokenExists   = errors.New("commands: an admin token of that name exists")
 	ErrAdminTokenNotFound = errors.New("commands: no admin token of that name")
 	ErrLastAdminToken     = errors.New("commands: the last active admin token cannot be revoked")
+	// ErrUnknownRole: a role that is not admin, operator or auditor.
+	ErrUnknownRole = errors.New("commands: unknown admin token role")
+	// ErrInsufficientRole: the caller's role may not do this (the api
+	// refuses most such requests before they reach a command; this is
+	// the rule of the commands themselves: no token creates, revokes or
+	// replaces a token of a higher role than its own).
+	ErrInsufficientRole = errors.New("commands: the admin token's role does not allow this")
 )
+
+// callerRole is the role of the token a request came with: the offline
+// CLI at the data directory ("" operator) acts as admin.
+func (a *AdminReq) callerRole() wire.Role {
+	if a.Operator == "" || a.Role == "" {
+		return wire.RoleAdmin
+	}
+	return a.Role
+}
+
+// tokenRole is the role of the active admin token name (admin for one held
+// outside the log).
+func tokenRole(x *Ctx, name string) wire.Role {
+	if a := x.State.AdminTokens[name]; a != nil && a.Role != "" {
+		return a.Role
+	}
+	return wire.RoleAdmin
+}
 
 // adminTokenActive reports whether name is an active admin token: the
 // log's, or one held outside it (the ledger's initial token) that the log
@@ -37,19 +63,28 @@ type CreateAdminToken struct {
 	AdminReq
 	Name      string
 	TokenHash string
+	Role      wire.Role // "": admin
 }
 
-// Decide creates the admin token unless the name is taken.
+// Decide creates the admin token unless the name is taken, the role is
+// unknown, or the role is above the caller's.
 func (c *CreateAdminToken) Decide(x *Ctx) (*Decision, error) {
 	scope, dec, err := c.begin(x, OpCreateAdminToken)
 	if dec != nil || err != nil {
 		return dec, err
 	}
+	role, ok := wire.ParseRole(string(c.Role))
+	if !ok {
+		return nil, ErrUnknownRole
+	}
+	if role.Rank() > c.callerRole().Rank() {
+		return nil, ErrInsufficientRole
+	}
 	if adminTokenActive(x, c.Name) {
 		return nil, ErrAdminTokenExists
 	}
 	return c.decision(scope, events.AdminTokenStream(c.Name), events.EvAdminTokenCreated,
-		&events.AdminTokenCreated{Name: c.Name, TokenHash: c.TokenHash}), nil
+		&events.AdminTokenCreated{Name: c.Name, TokenHash: c.TokenHash, Role: string(role)}), nil
 }
 
 // RevokeAdminToken revokes an admin token; the server stops honouring it
@@ -60,7 +95,8 @@ type RevokeAdminToken struct {
 	Reason string
 }
 
-// Decide revokes the admin token unless it is the last active one.
+// Decide revokes the admin token unless it is the last active one or its
+// role is above the caller's.
 func (c *RevokeAdminToken) Decide(x *Ctx) (*Decision, error) {
 	scope, dec, err := c.begin(x, OpRevokeAdminToken)
 	if dec != nil || err != nil {
@@ -68,6 +104,9 @@ func (c *RevokeAdminToken) Decide(x *Ctx) (*Decision, error) {
 	}
 	if !adminTokenActive(x, c.Name) {
 		return nil, ErrAdminTokenNotFound
+	}
+	if tokenRole(x, c.Name).Rank() > c.callerRole().Rank() {
+		return nil, ErrInsufficientRole
 	}
 	if ActiveAdminTokens(x.State, x.Cfg) == 1 {
 		return nil, ErrLastAdminToken

@@ -6,6 +6,7 @@ import (
 	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // authIndex is what authentication needs of the committed log: device
@@ -17,7 +18,7 @@ import (
 type authIndex struct {
 	active sync.Map          // token hash → Principal
 	hashOf map[string]string // device id → token hash; only the committer (and load) touch it
-	// admins: token hash → admin token name, of every active admin token;
+	// admins: token hash → AdminIdentity, of every active admin token;
 	// adminHash: name → token hash (committer only).
 	admins    sync.Map
 	adminHash map[string]string
@@ -30,13 +31,13 @@ func (a *authIndex) load(s *projections.State, outside map[string]string) {
 	for name, h := range outside {
 		if s.AdminTokens[name] == nil {
 			a.adminHash[name] = h
-			a.admins.Store(h, name)
+			a.admins.Store(h, AdminIdentity{Name: name, Role: wire.RoleAdmin})
 		}
 	}
 	for _, t := range s.AdminTokens {
 		if t.Status == projections.AdminTokenActive {
 			a.adminHash[t.Name] = t.TokenHash
-			a.admins.Store(t.TokenHash, t.Name)
+			a.admins.Store(t.TokenHash, AdminIdentity{Name: t.Name, Role: t.Role})
 		}
 	}
 	a.hashOf = make(map[string]string, len(s.Devices))
@@ -61,8 +62,9 @@ func (a *authIndex) apply(evs []*ledger.Event, bodies []any) {
 				a.active.Delete(h)
 			}
 		case *events.AdminTokenCreated:
+			role, _ := wire.ParseRole(b.Role)
 			a.adminHash[b.Name] = b.TokenHash
-			a.admins.Store(b.TokenHash, b.Name)
+			a.admins.Store(b.TokenHash, AdminIdentity{Name: b.Name, Role: role})
 		case *events.AdminTokenRevoked:
 			if h, ok := a.adminHash[b.Name]; ok {
 				a.admins.Delete(h)
@@ -81,11 +83,17 @@ func (a *authIndex) lookup(h string) (Principal, bool) {
 	return v.(Principal), true
 }
 
-// lookupAdmin returns the name of the active admin token that hashes to h.
-func (a *authIndex) lookupAdmin(h string) (string, bool) {
+// AdminIdentity is an active admin token as authentication sees it.
+type AdminIdentity struct {
+	Name string
+	Role wire.Role
+}
+
+// lookupAdmin returns the active admin token that hashes to h.
+func (a *authIndex) lookupAdmin(h string) (AdminIdentity, bool) {
 	v, ok := a.admins.Load(h)
 	if !ok {
-		return "", false
+		return AdminIdentity{}, false
 	}
-	return v.(string), true
+	return v.(AdminIdentity), true
 }

@@ -24,8 +24,11 @@ type Loader func() (*projections.State, error)
 // Metrics receives the sequencer's measurements; nil fields are skipped.
 type Metrics struct {
 	BatchCommitted func(commands int, events int, commit time.Duration)
-	Command        func(cmd Command, res Result, err error)
-	Claimed        func()
+	// CommitFailed: a batch's append (write or fsync) failed; its commands
+	// are answered 503.
+	CommitFailed func(err error)
+	Command      func(cmd Command, res Result, err error)
+	Claimed      func()
 }
 
 // TypeName is a command's type for metrics and logs.
@@ -221,11 +224,11 @@ func (e *Engine) Authenticate(tokenHash string) (Principal, bool) {
 	return e.auth.lookup(tokenHash)
 }
 
-// AuthenticateAdmin returns the name of the active admin token whose hash
-// is tokenHash, as of the newest commit (like Authenticate, it never
+// AuthenticateAdmin returns the name and role of the active admin token
+// whose hash is tokenHash, as of the newest commit (like Authenticate, it never
 // waits for the sequencer: a token created or revoked is honoured, or
 // refused, from the moment its command is answered).
-func (e *Engine) AuthenticateAdmin(tokenHash string) (string, bool) {
+func (e *Engine) AuthenticateAdmin(tokenHash string) (AdminIdentity, bool) {
 	return e.auth.lookupAdmin(tokenHash)
 }
 

@@ -320,6 +320,9 @@ func (e *Engine) committer() {
 			if err == nil && e.metrics.BatchCommitted != nil {
 				e.metrics.BatchCommitted(len(j.reqs), len(j.events), time.Since(start))
 			}
+			if err != nil && e.metrics.CommitFailed != nil {
+				e.metrics.CommitFailed(err)
+			}
 		}
 		if err == nil {
 			e.publish(j)

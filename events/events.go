@@ -369,9 +369,14 @@ type DeviceClaimRequiresManual struct {
 
 // AdminTokenCreated is the body of admin_token.created. The token itself
 // is never written: only its SHA-256, which no answer shows.
+//
+// Schema 2 adds role ("admin", "operator" or "auditor"); a schema-1 body
+// (written before roles existed) reads as "admin", the only power a token
+// had then.
 type AdminTokenCreated struct {
 	Name      string `msgpack:"name" json:"name"`
 	TokenHash string `msgpack:"token_sha256" json:"-"`
+	Role      string `msgpack:"role" json:"role"`
 }
 
 // AdminTokenRevoked is the body of admin_token.revoked.

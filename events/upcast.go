@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"taskledger/ledger"
+	"taskledger/wire"
 )
 
 // Event body schemas that changed, and the upcasters that turn every older
@@ -32,6 +33,23 @@ func upcastHeartbeatV1(raw []byte) (any, error) {
 		LeaseExpiresAt: v.LeaseExpiresAt, Step: v.Step, ClientTime: v.ClientTime}, nil
 }
 
+// adminTokenCreatedV1 is admin_token.created schema 1 (logs written before
+// roles existed).
+type adminTokenCreatedV1 struct {
+	Name      string `msgpack:"name"`
+	TokenHash string `msgpack:"token_sha256"`
+}
+
+// upcastAdminTokenCreatedV1 reads a token created before roles as an
+// admin token: it could do everything, and still can.
+func upcastAdminTokenCreatedV1(raw []byte) (any, error) {
+	var v adminTokenCreatedV1
+	if err := ledger.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%w: %s schema 1 body: %v", ledger.ErrCorrupt, EvAdminTokenCreated, err)
+	}
+	return &AdminTokenCreated{Name: v.Name, TokenHash: v.TokenHash, Role: string(wire.RoleAdmin)}, nil
+}
+
 // registerUpcasters installs the current schema of every changed event
 // type and the upcasters of its older schemas.
 func registerUpcasters() {
@@ -51,6 +69,11 @@ func registerUpcasters() {
 	added(EvTaskAuthorized, 2) // 2: takeover
 	// 2: lease_expires_at, the running lease the decision was judged
 	// against (quiet heartbeats, decision D100); 0 in schema 1.
+	// 2: role; schema 1 reads as admin (upcastAdminTokenCreatedV1).
+	at := codecs[EvAdminTokenCreated]
+	at.current = 2
+	at.upcast[1] = upcastAdminTokenCreatedV1
+	codecs[EvAdminTokenCreated] = at
 	for _, typ := range []Type{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
 		EvTaskLateReport, EvTaskCanceled, EvTaskRecovered, EvTaskEvidenceAttached} {
 		added(typ, 2)

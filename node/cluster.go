@@ -211,9 +211,18 @@ func (n *Node) Role() string {
 	if n.cluster == nil {
 		return ""
 	}
-	n.cluster.mu.Lock()
-	defer n.cluster.mu.Unlock()
-	return [...]string{"follower", "promoting", "sequencer"}[n.cluster.role]
+	return clusterRole(n.cluster)
+}
+
+// clusterRole is the role of taskledger_cluster_role: c's, or
+// "standalone" without a cluster.
+func clusterRole(c *clusterLink) string {
+	if c == nil {
+		return api.RoleStandalone
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [...]string{api.RoleFollower, api.RolePromoting, api.RoleSequencer}[c.role]
 }
 
 // Sequencer is the advertised URL of the sequencer this node knows ("" when

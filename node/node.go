@@ -59,6 +59,10 @@ type Config struct {
 	// empty directory, no claim-token secret check, and a test-clock
 	// ledger runs on its own clock.
 	Offline bool
+	// MetricsElsewhere leaves GET /metrics off the API's router: the
+	// server serves Metrics.Handler() on its own listener
+	// (serve --metrics-listen).
+	MetricsElsewhere bool
 }
 
 // Node is a running ledger.
@@ -277,6 +281,8 @@ func open(cfg Config, src source) (*Node, error) {
 	}
 	snap := newSnapshotter(snapshots.Dir(cfg.DataDir), cfg.SnapshotEvery, kcv, last, cfg.Logger, metrics, cfg.SnapshotWritten)
 	snap.timed = cfg.SnapshotTimed
+	snap.clock = clock
+	snap.lastAt.Store(clock.Now().UnixMilli())
 	observe := observeLeases(metrics)
 	commits := api.NewNotifier()
 	var hf *headFile
@@ -322,6 +328,11 @@ func open(cfg Config, src source) (*Node, error) {
 		}
 	}
 	snap.start(eng)
+	metrics.WatchNode(api.NodeGauges{
+		Role:     func() string { return clusterRole(src.cluster) },
+		Snapshot: snap.age,
+		Disk:     func() (uint64, uint64, bool) { return diskSpace(cfg.DataDir) },
+	})
 	switch {
 	case loaded.Snapshot == nil && len(loaded.Refused) > 0 && state.Head.Seq > 0:
 		// Rebuilt because no snapshot could be trusted (a schema change,
@@ -332,8 +343,12 @@ func open(cfg Config, src source) (*Node, error) {
 	case cfg.SnapshotEvery > 0 && state.Head.Seq >= last+cfg.SnapshotEvery:
 		snap.trigger()
 	}
+	extra := metrics.Register
+	if cfg.MetricsElsewhere {
+		extra = nil
+	}
 	srv := api.New(api.Options{Engine: eng, Events: backend, Blobs: blobs, ManualClock: cfg.Manual,
-		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
+		Logger: cfg.Logger, Metrics: metrics, Extra: extra, Commits: commits, Transparency: tlog})
 	var active func() bool
 	if src.cluster != nil {
 		active = src.cluster.sequencing

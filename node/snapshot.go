@@ -32,12 +32,14 @@ type snapshotter struct {
 	signed  func(seq uint64) // signs the checkpoint of a snapshot's seq
 	timed   func(seq uint64, capture, total time.Duration)
 
-	mu   sync.Mutex    // one snapshot at a time
-	last atomic.Uint64 // seq of the newest snapshot written or loaded
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	mu     sync.Mutex    // one snapshot at a time
+	last   atomic.Uint64 // seq of the newest snapshot written or loaded
+	lastAt atomic.Int64  // when it was written (unix ms of clock), or when this process started
+	clock  commands.Clock
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 func newSnapshotter(dir string, every uint64, kcv []byte, last uint64, log zerolog.Logger, m *api.Metrics,
@@ -46,6 +48,22 @@ func newSnapshotter(dir string, every uint64, kcv []byte, last uint64, log zerol
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.last.Store(last)
 	return s
+}
+
+// age is the newest snapshot's age in seconds and the committed events
+// after it (the snapshot metrics).
+func (s *snapshotter) age() (float64, uint64) {
+	var secs float64
+	if s.clock != nil {
+		secs = float64(max(s.clock.Now().UnixMilli()-s.lastAt.Load(), 0)) / 1000
+	}
+	var behind uint64
+	if s.eng != nil {
+		if h := s.eng.Head().Seq; h > s.last.Load() {
+			behind = h - s.last.Load()
+		}
+	}
+	return secs, behind
 }
 
 // start runs the background loop over eng.
@@ -122,6 +140,9 @@ func (s *snapshotter) take(force bool) (string, error) {
 		return "", err
 	}
 	s.last.Store(snap.Seq)
+	if s.clock != nil {
+		s.lastAt.Store(s.clock.Now().UnixMilli())
+	}
 	if s.signed != nil {
 		s.signed(snap.Seq)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"taskledger/events"
 	"taskledger/ledger"
+	"taskledger/wire"
 )
 
 // The fold of admin tokens created and revoked through the log.
@@ -26,7 +27,8 @@ type AdminToken struct {
 	Name          string
 	TokenHash     string // "" after a revocation: the log no longer names it
 	Status        string
-	CreatedAt     int64 // 0: the first event revoked a token held outside the log
+	Role          wire.Role // RoleAdmin for a token created before roles
+	CreatedAt     int64     // 0: the first event revoked a token held outside the log
 	CreatedBy     string
 	RevokedAt     int64
 	RevokedBy     string
@@ -62,7 +64,11 @@ func (s *State) applyAdminTokenCreated(e *ledger.Event, b *events.AdminTokenCrea
 			return violation("admin token %s reuses the token of %s", b.Name, o.Name)
 		}
 	}
-	s.AdminTokens[b.Name] = &AdminToken{Name: b.Name, TokenHash: b.TokenHash, Status: AdminTokenActive,
+	role, ok := wire.ParseRole(b.Role)
+	if !ok {
+		return violation("admin token %s has the unknown role %q", b.Name, b.Role)
+	}
+	s.AdminTokens[b.Name] = &AdminToken{Name: b.Name, TokenHash: b.TokenHash, Status: AdminTokenActive, Role: role,
 		CreatedAt: e.At, CreatedBy: e.Actor.ID, StreamVersion: e.StreamVersion}
 	s.recordAdmin(e, OutcomeCreated)
 	return nil
@@ -80,6 +86,9 @@ func (s *State) applyAdminTokenRevoked(e *ledger.Event, b *events.AdminTokenRevo
 		s.AdminTokens[b.Name] = a
 	case a.Status != AdminTokenActive:
 		return violation("admin token %s is already revoked", b.Name)
+	}
+	if a.Role == "" {
+		a.Role = wire.RoleAdmin // a token held outside the log was an admin token
 	}
 	a.Status, a.TokenHash, a.RevokedAt, a.RevokedBy, a.RevokeReason = AdminTokenRevoked, "", e.At, e.Actor.ID, b.Reason
 	a.StreamVersion = e.StreamVersion

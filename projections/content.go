@@ -22,7 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ4\n"
+//	magic        8 bytes "TLPROJ6\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
@@ -35,6 +35,7 @@ import (
 //	             one when it is looked up
 //	  tombstones count, then the sorted 32-byte tombstone ids, back to back
 //	  admins     count, then every admin token the log names, by name
+//	             (name, hash, status, role, created, revoked)
 //
 // Numbers are uvarints (signed ones zigzag varints); a string is a uvarint
 // length and its bytes; nil and empty slices differ (length + 1, 0 for
@@ -47,7 +48,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ5\n"
+const contentMagic = "TLPROJ6\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it copies what can change in place (the
@@ -647,6 +648,7 @@ func encodeAdminTokens(admins []*AdminToken) []byte {
 		e.str(a.Name)
 		e.str(a.TokenHash)
 		e.istr(a.Status)
+		e.istr(string(a.Role))
 		e.sv(a.CreatedAt)
 		e.str(a.CreatedBy)
 		e.tm(a.CreatedAt, a.RevokedAt)
@@ -670,6 +672,7 @@ func (s *State) decodeAdminTokens(sec string) error {
 		}
 		a.TokenHash = d.str()
 		a.Status = d.istr()
+		a.Role = wire.Role(d.istr())
 		a.CreatedAt = d.sv()
 		a.CreatedBy = d.str()
 		a.RevokedAt = d.tm(a.CreatedAt)

@@ -27,12 +27,18 @@ const fixtureSecret = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5
 // test ever opens the committed file.
 func copyFixture(t testing.TB) string {
 	t.Helper()
+	return copyFixtureDir(t, fixtureDir)
+}
+
+// copyFixtureDir copies the fixture in src into a temporary data directory.
+func copyFixtureDir(t testing.TB, src string) string {
+	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(fixtureDir, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(fixtureDir, p)
+		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
 		}

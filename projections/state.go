@@ -16,8 +16,9 @@ import (
 // claimed task's payload, revision, creation time and image. 3: quiet
 // heartbeats: lease-judged events fold their lease and device time in.
 // 4: idempotency records hold a domain Outcome instead of an HTTP status.
-// 5: admin tokens created and revoked through the log.)
-const SchemaVersion = 5
+// 5: admin tokens created and revoked through the log. 6: admin tokens
+// carry their role.)
+const SchemaVersion = 6
 
 // Task states: the wire's (one set for server and client).
 const (

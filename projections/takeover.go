@@ -85,3 +85,15 @@ func takeoverRefused(t *Task, e *ledger.Event) error {
 func recoverableClaim(t *Task, now int64) bool {
 	return t.State == StateClaimed && t.Claim != nil && t.ManualTakeover() && now >= t.Claim.LeaseExpiresAt
 }
+
+// ClaimableCount is the queue depth at now: how many tasks a claim-next
+// could take (Task.Claimable), counted over the tasks not ended.
+func (s *State) ClaimableCount(now int64) int {
+	n := 0
+	for _, t := range s.unended {
+		if t.Claimable(now) {
+			n++
+		}
+	}
+	return n
+}

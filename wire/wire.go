@@ -75,3 +75,46 @@ func IsUUID(s string) bool {
 	}
 	return true
 }
+
+// Role is what an admin token may do, as written in admin token documents
+// and in the admin_token.created event.
+type Role string
+
+const (
+	// RoleAdmin may do everything, admin tokens included.
+	RoleAdmin Role = "admin"
+	// RoleOperator works tasks and devices; it cannot touch admin tokens.
+	RoleOperator Role = "operator"
+	// RoleAuditor reads and proves: task and device reads, history, the
+	// event stream, the raw log, checkpoints, proofs and bundles.
+	RoleAuditor Role = "auditor"
+)
+
+// AllRoles lists every role, most powerful first.
+func AllRoles() []Role { return []Role{RoleAdmin, RoleOperator, RoleAuditor} }
+
+// ParseRole returns the role named s; "" is RoleAdmin (a token created
+// before roles existed, or a request that names none).
+func ParseRole(s string) (Role, bool) {
+	switch r := Role(s); r {
+	case "":
+		return RoleAdmin, true
+	case RoleAdmin, RoleOperator, RoleAuditor:
+		return r, true
+	}
+	return "", false
+}
+
+// Rank orders the roles: a token may only act on tokens of a rank at most
+// its own (admin 3, operator 2, auditor 1; 0 for anything else).
+func (r Role) Rank() int {
+	switch r {
+	case RoleAdmin:
+		return 3
+	case RoleOperator:
+		return 2
+	case RoleAuditor:
+		return 1
+	}
+	return 0
+}

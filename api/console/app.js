@@ -35,6 +35,7 @@ const state = {
   offset: 0, // server time − browser time, ms (the server may run a test clock)
   stream: null,
   refreshTimer: 0,
+  role: 'auditor', // the signed-in token's role (GET /admin/whoami); shows nothing it cannot do until known
 };
 
 // ---------- small helpers ----------
@@ -228,7 +229,18 @@ function signOut(message) {
   $('token').focus();
 }
 
+// applyRole learns the signed-in token's role and hides the actions it
+// cannot do (api.md, Roles): an auditor only reads; operators and admins
+// work tasks and devices.
+const canWrite = () => state.role === 'admin' || state.role === 'operator';
+async function applyRole() {
+  try { state.role = (await api('GET', `${API}/whoami`)).role; } catch { state.role = 'auditor'; }
+  for (const id of ['new-task', 'register-device', 'task-actions']) $(id).hidden = !canWrite();
+  refresh();
+}
+
 function start() {
+  applyRole();
   $('view-signin').hidden = true;
   $('nav').hidden = false;
   $('signout').hidden = false;
@@ -1023,7 +1035,7 @@ function renderDevices(devices) {
       el('td', { 'data-label': 'Checks' }, checks),
       el('td', { 'data-label': 'Open task' }, d.open_task_id ? el('button', { type: 'button', class: 'link', 'aria-label': `Task ${d.open_task_id}`, onclick: () => show('task', d.open_task_id) }, short(d.open_task_id)) : '—'),
       el('td', { 'data-label': 'Last seen' }, p ? ago(p.last_seen_at) : '—'),
-      el('td', { 'data-label': 'Actions' }, d.status === 'ACTIVE' ? actionButton('revoke-device', 'Revoke device', 'danger', () => ask({
+      el('td', { 'data-label': 'Actions' }, d.status === 'ACTIVE' && canWrite() ? actionButton('revoke-device', 'Revoke device', 'danger', () => ask({
         title: `Revoke device ${d.name}? It can never authenticate again.`, danger: true,
         fields: [{ name: 'reason', label: 'Reason', value: 'revoked from the console', required: true }],
         submit: async (v) => { await revoke.send('POST', `${API}/devices/${d.device_id}/revoke`, { body: { reason: v.reason } }); loadDevices(); },

@@ -19,6 +19,7 @@ import (
 	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // `taskledger admin-token create NAME | list | revoke NAME`. Each is an
@@ -30,6 +31,7 @@ import (
 type adminTokenDoc struct {
 	Name         string `json:"name"`
 	Status       string `json:"status"`
+	Role         string `json:"role"`
 	Origin       string `json:"origin"`
 	CreatedAt    string `json:"created_at"`
 	CreatedBy    string `json:"created_by"`
@@ -49,13 +51,19 @@ from its answer on. Without it, the command works on the stopped ledger in
 --data DIR (env TASKLEDGER_DATA, default ./data); create makes the ledger when
 the directory is empty.
 
-Names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit.`
+Names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit.
+
+Each token has a role (--role on create, default admin): admin may do
+everything; operator works tasks and devices but not admin tokens; auditor
+only reads (tasks, devices, history, the event stream, export, verify,
+checkpoints, proofs and audit bundles). A token never creates or revokes a
+token of a role above its own.`
 
 func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 	top := &cobra.Command{Use: "admin-token", Short: "create, list and revoke admin tokens (running server or stopped ledger)",
 		Long: adminTokenLong}
 	var r remoteFlags
-	var data, reason string
+	var data, reason, role string
 	r.register(top.PersistentFlags())
 	top.PersistentFlags().StringVar(&data, "data", envDefault("data", "./data"), "data directory of a stopped ledger, used without --server [env TASKLEDGER_DATA]")
 	remote := func() bool { return r.server != "" || remoteRequested(nil) }
@@ -68,14 +76,18 @@ func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 			if !api.AdminTokenName.MatchString(name) {
 				return usageErr{errors.New("admin token names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit")}
 			}
+			newRole, ok := wire.ParseRole(role)
+			if !ok || role == "" {
+				return usageErr{fmt.Errorf("--role must be admin, operator or auditor, not %q", role)}
+			}
 			if !remote() {
-				return offlineAdminToken(data, stdout, stderr, name, "")
+				return offlineAdminToken(data, stdout, stderr, name, newRole, "")
 			}
 			c, err := r.client()
 			if err != nil {
 				return err
 			}
-			_, raw, err := c.do(http.MethodPost, "/admin/admin-tokens", map[string]any{"name": name}, "")
+			_, raw, err := c.do(http.MethodPost, "/admin/admin-tokens", map[string]any{"name": name, "role": newRole}, "")
 			if err != nil {
 				return err
 			}
@@ -91,9 +103,10 @@ func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintln(stdout, d.Token)
-			fmt.Fprintf(stderr, "taskledger: admin token %q created (stored hashed; shown only now)\n", name)
+			fmt.Fprintf(stderr, "taskledger: admin token %q (%s) created (stored hashed; shown only now)\n", name, d.Role)
 			return nil
 		}}
+	create.Flags().StringVar(&role, "role", string(wire.RoleAdmin), "what the token may do: admin, operator or auditor")
 
 	revoke := &cobra.Command{Use: "revoke NAME", Short: "revoke an admin token",
 		Long: "Revoke the admin token NAME: the server refuses it from then on. The last active admin token cannot be revoked.\n\n" + adminTokenLong,
@@ -101,7 +114,7 @@ func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(_ *cobra.Command, a []string) error {
 			name := a[0]
 			if !remote() {
-				return offlineAdminToken(data, stdout, stderr, "", name)
+				return offlineAdminToken(data, stdout, stderr, "", "", name)
 			}
 			c, err := r.client()
 			if err != nil {
@@ -150,9 +163,9 @@ func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			docs = page.AdminTokens
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATUS\tORIGIN\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "NAME\tSTATUS\tROLE\tORIGIN\tCREATED\tREVOKED")
 			for _, d := range docs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, d.Status, d.Origin, dash(d.CreatedAt), dash(d.RevokedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, d.Status, d.Role, d.Origin, dash(d.CreatedAt), dash(d.RevokedAt))
 			}
 			return tw.Flush()
 		}}
@@ -169,7 +182,7 @@ func dash(s string) string {
 
 // offlineAdminToken creates (create != "") or revokes an admin token of
 // the stopped ledger in dir by appending its event here.
-func offlineAdminToken(dir string, stdout, stderr io.Writer, create, revoke string) error {
+func offlineAdminToken(dir string, stdout, stderr io.Writer, create string, role wire.Role, revoke string) error {
 	if revoke != "" && !ledger.Exists(dir) {
 		// Never create a ledger just to revoke: the first serve would then
 		// find it and write no initial admin token.
@@ -191,7 +204,8 @@ func offlineAdminToken(dir string, stdout, stderr io.Writer, create, revoke stri
 			return err
 		}
 		req.Fingerprint = []byte("offline " + create)
-		cmd = &commands.CreateAdminToken{AdminReq: req, Name: create, TokenHash: commands.HashToken(token)}
+		req.Fingerprint = append(req.Fingerprint, " "+string(role)...)
+		cmd = &commands.CreateAdminToken{AdminReq: req, Name: create, TokenHash: commands.HashToken(token), Role: role}
 	} else {
 		req.Fingerprint = []byte("offline revoke " + revoke)
 		cmd = &commands.RevokeAdminToken{AdminReq: req, Name: revoke, Reason: "revoked offline"}
@@ -209,7 +223,7 @@ func offlineAdminToken(dir string, stdout, stderr io.Writer, create, revoke stri
 	}
 	if create != "" {
 		fmt.Fprintln(stdout, token)
-		fmt.Fprintf(stderr, "taskledger: admin token %q created (stored hashed; shown only now)\n", create)
+		fmt.Fprintf(stderr, "taskledger: admin token %q (%s) created (stored hashed; shown only now)\n", create, role)
 	} else {
 		fmt.Fprintf(stderr, "taskledger: admin token %q revoked\n", revoke)
 	}

@@ -41,7 +41,7 @@ func TestOperatorManagesAdminTokensWhileServing(t *testing.T) {
 		t.Fatalf("the new token is not honoured: exit %d %s", r.code, r.stderr)
 	}
 	list := o.ok("admin-token", "list")
-	for _, want := range []string{`(?m)^initial\s+ACTIVE\s+data_dir\s+-\s+-$`, `(?m)^ci\s+ACTIVE\s+log\s+\S+Z\s+-$`} {
+	for _, want := range []string{`(?m)^initial\s+ACTIVE\s+admin\s+data_dir\s+-\s+-$`, `(?m)^ci\s+ACTIVE\s+admin\s+log\s+\S+Z\s+-$`} {
 		if !regexp.MustCompile(want).MatchString(list) {
 			t.Errorf("list lacks %s:\n%s", want, list)
 		}
@@ -123,6 +123,37 @@ func TestVerifyServerChecksTheChainHere(t *testing.T) {
 	r := reviewCLI("verify", "--server", bad.URL, "--token-file", o.tokenFile)
 	if r.code != 1 || !strings.Contains(r.stderr, "verify FAILED: seq 3") {
 		t.Fatalf("verify of a changed log: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// admin-token create --role: an auditor's token reads and changes nothing;
+// an unknown role is a usage error and creates nothing.
+func TestOperatorCreatesAnAuditorToken(t *testing.T) {
+	o := newOpCLI(t)
+	r := o.run("admin-token", "create", "aud", "--role", "auditor")
+	if r.code != 0 || !strings.Contains(r.stderr, `"aud" (auditor) created`) {
+		t.Fatalf("create --role auditor: exit %d %q", r.code, r.stderr)
+	}
+	file := filepath.Join(t.TempDir(), "aud")
+	if err := os.WriteFile(file, []byte(strings.TrimSpace(r.stdout)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	asAud := func(args ...string) reviewRun {
+		return reviewCLI(append(args, "--server", o.n.URL, "--token-file", file)...)
+	}
+	if r := asAud("device", "list"); r.code != 0 {
+		t.Fatalf("auditor device list: exit %d %s", r.code, r.stderr)
+	}
+	before := o.n.Head()
+	if r := asAud("admin-token", "create", "mine"); r.code != 1 || !strings.Contains(r.stderr, "insufficient_role") {
+		t.Fatalf("auditor creates a token: exit %d %q", r.code, r.stderr)
+	}
+	if r := o.run("admin-token", "create", "x", "--role", "root"); r.code != 2 || !strings.Contains(r.stderr, "--role must be") {
+		t.Fatalf("--role root: exit %d %q", r.code, r.stderr)
+	}
+	o.n.MustUnchanged(t, before)
+	if list := o.ok("admin-token", "list"); !regexp.MustCompile(`(?m)^aud\s+ACTIVE\s+auditor\s+log\s`).MatchString(list) {
+		t.Fatalf("list:\n%s", list)
 	}
 }
 

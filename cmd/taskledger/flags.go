@@ -90,6 +90,7 @@ type serveFlags struct {
 	claimLease, runningLease, presenceTTL       string
 	authMin, authMax, retention, requiredChecks string
 	snapshotEvery, claimSecret, logLevel        string
+	metricsListen                               string
 	net                                         netFlags
 	cluster                                     clusterFlags
 }
@@ -259,6 +260,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	str(&f.snapshotEvery, "snapshot-every", "100000", "events between snapshots (1000–10000000)")
 	str(&f.claimSecret, "claim-token-secret", "", "claim-token secret: 64 lowercase hex (enables server-issued claim tokens)")
 	str(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	str(&f.metricsListen, "metrics-listen", "", "serve GET /metrics on this address only (plain HTTP, no token), no longer on --listen; empty: on --listen")
 	f.net.register(fs)
 	f.cluster.register(fs)
 }

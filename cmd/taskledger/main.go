@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -69,12 +70,20 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
+	var mln net.Listener
+	if f.metricsListen != "" {
+		if mln, err = net.Listen("tcp", f.metricsListen); err != nil {
+			ln.Close()
+			return fail(stderr, "--metrics-listen: %v", err)
+		}
+		defer mln.Close()
+	}
 	ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
-		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }}
+		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }, MetricsElsewhere: mln != nil}
 	var nd *node.Node
 	handler := &startingHandler{}
 	srv := nc.httpServer(handler, logger)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	serving := false
 	if f.cluster.nats.ledger != "" {
 		// A cluster node may wait for its ledger (--start-timeout): it
@@ -113,6 +122,13 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if !serving {
 		go func() { errc <- srv.Serve(ln) }()
 	}
+	var msrv *http.Server
+	if mln != nil {
+		msrv = &http.Server{Handler: nd.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zerologStd(logger)}
+		go func() { errc <- msrv.Serve(mln) }()
+		logger.Info().Str("metrics_listen", mln.Addr().String()).Msg("serving /metrics")
+		fmt.Fprintf(stderr, "taskledger: metrics on http://%s/metrics\n", mln.Addr())
+	}
 wait:
 	for {
 		select {
@@ -131,6 +147,9 @@ wait:
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(ctx)
+	if msrv != nil {
+		_ = msrv.Shutdown(ctx)
+	}
 	if err := nd.Close(); err != nil { // waits for a snapshot being written, closes the log
 		return fail(stderr, "close: %v", err)
 	}

@@ -272,7 +272,7 @@ func TestAdminTokenListOffline(t *testing.T) {
 	if r := reviewCLI("admin-token", "create", "spare", "--data", dir); r.code != 0 {
 		t.Fatalf("create: %d %s", r.code, r.stderr)
 	}
-	row := regexp.MustCompile(`(?m)^ops\s+ACTIVE\s+log\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`)
+	row := regexp.MustCompile(`(?m)^ops\s+ACTIVE\s+admin\s+log\s+\d{4}-\d\d-\d\dT\S+Z\s+-$`)
 	r := reviewCLI("admin-token", "list", "--data", dir)
 	if r.code != 0 || !row.MatchString(r.stdout) || strings.Contains(r.stdout, "tladm_") {
 		t.Fatalf("list: exit %d, %q %q", r.code, r.stdout, r.stderr)
@@ -280,7 +280,7 @@ func TestAdminTokenListOffline(t *testing.T) {
 	if r := reviewCLI("admin-token", "revoke", "ops", "--data", dir); r.code != 0 {
 		t.Fatalf("revoke: %d %s", r.code, r.stderr)
 	}
-	revoked := regexp.MustCompile(`(?m)^ops\s+REVOKED\s+log\s+\S+Z\s+\S+Z$`)
+	revoked := regexp.MustCompile(`(?m)^ops\s+REVOKED\s+admin\s+log\s+\S+Z\s+\S+Z$`)
 	if r := reviewCLI("admin-token", "list", "--data", dir); r.code != 0 || !revoked.MatchString(r.stdout) {
 		t.Fatalf("list after revoke: exit %d, %q", r.code, r.stdout)
 	}
