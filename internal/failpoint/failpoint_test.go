@@ -39,12 +39,12 @@ func TestParseRefusesUnknownPointsAndActions(t *testing.T) {
 // Every named constant is in Points (so Parse accepts it).
 func TestEveryPointIsListed(t *testing.T) {
 	for _, n := range []string{ClaimCommitted, SnapshotMidWrite, SnapshotAfterTmpWrite, BlobWrite,
-		ClaimBeforeSend, ClaimAfterResponse, StartAfterResponse} {
+		CommitWrite, CommitSync, ClaimBeforeSend, ClaimAfterResponse, StartAfterResponse} {
 		if _, ok := Points[n]; !ok {
 			t.Errorf("%s is not in Points", n)
 		}
 	}
-	if len(Points) != 7 {
-		t.Errorf("Points has %d entries, the test lists 7", len(Points))
+	if len(Points) != 9 {
+		t.Errorf("Points has %d entries, the test lists 9", len(Points))
 	}
 }
