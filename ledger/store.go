@@ -248,6 +248,15 @@ func (s *Store) Append(b *Batch) error {
 	if s.broken != nil {
 		return s.broken
 	}
+	err := s.appendLocked(b)
+	if errors.Is(err, ErrCommitIO) {
+		s.broken = err
+	}
+	return err
+}
+
+// appendLocked is Append's transaction (appendMu held).
+func (s *Store) appendLocked(b *Batch) error {
 	var pending []streamEntry
 	var pass *streamPass
 	err := s.update(func(tx *bolt.Tx) error {
@@ -318,9 +327,6 @@ func (s *Store) Append(b *Batch) error {
 	})
 	if err == nil && len(b.Events) > 0 {
 		s.index.set(pending, pass)
-	}
-	if errors.Is(err, ErrCommitIO) {
-		s.broken = err
 	}
 	return err
 }
