@@ -60,6 +60,14 @@ type Options struct {
 	Commits *Notifier
 	// Transparency serves checkpoints and proofs (nil: those routes 404).
 	Transparency *transparency.Log
+	// Ready, when set, is a cluster node's readiness: the reason it cannot
+	// take writes now (NotReadyNoSequencer, NotReadyNoQuorum), "" when it
+	// can. It must be cheap: /readyz calls it on every probe.
+	Ready func() string
+	// FreeSpace, when set, returns the bytes free for the server on the
+	// data directory's file system (statfs); below MinFreeBytes /readyz
+	// answers disk_full.
+	FreeSpace func() (uint64, error)
 }
 
 // Server is the HTTP interface.
@@ -79,12 +87,14 @@ type Server struct {
 	done     chan struct{} // closed by Stopping: ends the event streams
 	stopOnce sync.Once
 	tlog     *transparency.Log
+	ready    func() string
+	free     func() (uint64, error)
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
 	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, log: o.Logger, metrics: o.Metrics,
-		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency}
+		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency, ready: o.Ready, free: o.FreeSpace}
 	if s.metrics != nil && s.eng != nil {
 		s.metrics.WatchNeedingOperator(func() (n int) {
 			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
@@ -171,24 +181,70 @@ func (s *Server) Stopping() {
 	s.stopOnce.Do(func() { close(s.done) })
 }
 
-func (s *Server) readyz(c echo.Context) error {
-	if s.stopping.Load() || s.eng.Err() != nil || !s.storageReady() {
-		return unavailable(c)
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
-}
-
 // gate answers 503 once shutdown began (operational routes stay).
 func (s *Server) gate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		// Shutting down, or the log could not be written and the projections
-		// could not be reloaded: no answer from possibly uncommitted state.
-		if (s.stopping.Load() || s.eng.Err() != nil) && strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		if !strings.HasPrefix(c.Request().URL.Path, "/api/") {
+			return next(c)
+		}
+		// Shutting down, or the log could not be written (fenced, or the
+		// projections could not be reloaded): no answer from possibly
+		// uncommitted state.
+		if s.stopping.Load() || s.eng.Err() != nil {
 			return unavailable(c)
 		}
+		fenceAnswer(c, s.eng)
 		return next(c)
 	}
 }
+
+// fenceAnswer makes an API answer not yet sent when the engine fails
+// (fenced after a failed write or sync of the log) a 503 with Retry-After
+// and no body: a request that passed gate just before the failure may
+// have read projections that hold the failed batch, and nothing is
+// acknowledged after a failed commit. A stream already answering stops:
+// its later writes fail.
+func fenceAnswer(c echo.Context, eng *commands.Engine) {
+	res := c.Response()
+	w := &fenceWriter{ResponseWriter: res.Writer, failed: func() bool { return eng.Err() != nil }}
+	res.Writer = w
+	res.Before(func() {
+		if res.Status != http.StatusServiceUnavailable && w.failed() {
+			w.drop = true
+			res.Status = http.StatusServiceUnavailable
+			h := res.Header()
+			for _, k := range []string{echo.HeaderContentType, echo.HeaderContentLength, echo.HeaderContentEncoding, echo.HeaderLocation} {
+				h.Del(k)
+			}
+			h.Set("Retry-After", "1")
+		}
+	})
+}
+
+// errFenced ends a stream whose engine failed while it answered.
+var errFenced = errors.New("api: the engine is fenced; the answer stops")
+
+// fenceWriter drops the body of an answer turned into a 503 by fenceAnswer
+// and refuses the writes of an answer whose engine failed after its
+// header was sent.
+type fenceWriter struct {
+	http.ResponseWriter
+	failed func() bool
+	drop   bool
+}
+
+func (w *fenceWriter) Write(b []byte) (int, error) {
+	switch {
+	case w.drop:
+		return len(b), nil
+	case w.failed():
+		return 0, errFenced
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (Flush).
+func (w *fenceWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func unavailable(c echo.Context) error {
 	c.Response().Header().Set("Retry-After", "1")
@@ -200,7 +256,10 @@ func unavailable(c echo.Context) error {
 func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := uuid.NewString()
-		c.Response().Header().Set("X-Request-Id", id)
+		h := c.Response().Header()
+		h.Set("X-Request-Id", id)
+		// No answer is sniffed into another type (JSON rendered as HTML).
+		h.Set("X-Content-Type-Options", "nosniff")
 		start := time.Now() //tl:wallclock latency metric
 		err := next(c)
 		if err != nil {

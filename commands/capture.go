@@ -25,6 +25,9 @@ func (e *Engine) CaptureDecided(fn func(s *projections.State)) error {
 	select {
 	case e.captures <- c:
 	case <-e.done:
+		if e.failed.Load() != nil { // fenced: the projections may hold a failed batch
+			return ErrUnavailable
+		}
 		e.Read(fn) // nothing is uncommitted once the sequencer stopped
 		return nil
 	}

@@ -23,7 +23,10 @@
 //	              the idempotency record the api renders
 //
 // A failed commit answers ErrUnavailable to every command decided since
-// the last good commit and reloads the projections from the log.
+// the last good commit. A failed write or sync of the log's file
+// (ledger.ErrCommitIO) fences the engine: every later command is answered
+// ErrUnavailable and the process restarts (Fenced). Any other failure
+// wrote nothing, and the projections are reloaded from the log.
 //
 // # Where each family of rules lives
 //

@@ -96,7 +96,10 @@ type Engine struct {
 	mu      sync.RWMutex
 	readers atomic.Int32
 	state   *projections.State
-	failed  atomic.Pointer[failure] // the log cannot be written and reload failed
+	failed  atomic.Pointer[failure] // the log cannot be written: fenced, or reload failed
+
+	fenced    chan struct{} // closed by fence
+	fenceOnce sync.Once
 
 	// Owned by the sequencer goroutine.
 	head          ledger.Head // after the newest decided event
@@ -167,7 +170,7 @@ func NewEngine(o Options) *Engine {
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), exclusive: make(chan *exclusive), stop: make(chan struct{}), done: make(chan struct{}),
 		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves,
-		captures: make(chan *captureReq), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
+		captures: make(chan *captureReq), fenced: make(chan struct{}), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}
@@ -278,6 +281,11 @@ func (e *Engine) timeAt(head int64) int64 {
 	}
 	return now
 }
+
+// Fenced is closed when a write or sync of the log failed: the engine
+// then acknowledges nothing more (Err is ErrFenced), and the process must
+// exit so that it restarts and reads the log from disk.
+func (e *Engine) Fenced() <-chan struct{} { return e.fenced }
 
 // Err reports why the engine stopped accepting commands, if it did.
 func (e *Engine) Err() error {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ type gatedLog struct {
 	hold     chan struct{} // when set, the next Append waits for it
 	held     chan struct{} // closed when an Append is waiting on hold
 	failNext atomic.Bool
+	ioNext   atomic.Bool // the next append fails as a failed fdatasync of the file would
 }
 
 func (g *gatedLog) Append(b *ledger.Batch) error {
@@ -38,6 +41,9 @@ func (g *gatedLog) Append(b *ledger.Batch) error {
 	}
 	if g.failNext.Swap(false) {
 		return errors.New("injected commit failure")
+	}
+	if g.ioNext.Swap(false) {
+		return fmt.Errorf("%w: fdatasync: %w", ledger.ErrCommitIO, syscall.EIO)
 	}
 	g.appends.Add(1)
 	g.mu.Lock()
@@ -60,6 +66,10 @@ func newTestEngine(t *testing.T) (*Engine, *gatedLog, *ManualClock) {
 		Load: func() (*projections.State, error) { return projections.Rebuild(store, pcfg) }})
 	t.Cleanup(func() {
 		e.Close()
+		if errors.Is(e.Err(), ErrFenced) { // its projections hold the failed batch: not the log's
+			store.Close()
+			return
+		}
 		var live []byte
 		e.Read(func(s *projections.State) { live, _ = s.Canonical() })
 		rebuilt, err := projections.Rebuild(store, pcfg)

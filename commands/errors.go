@@ -29,6 +29,7 @@ var (
 	ErrNoReferenceImage         = errors.New("commands: task has no reference image")
 	ErrUnavailable              = errors.New("commands: ledger unavailable")
 	ErrShuttingDown             = errors.New("commands: shutting down")
+	ErrFenced                   = errors.New("commands: fenced after a failed write or sync of the log; restart to read the log from disk")
 	ErrEvidenceNotFound         = errors.New("commands: evidence not found")
 	ErrInternal                 = errors.New("commands: internal error")
 )

@@ -29,8 +29,13 @@ import (
 //     error N's events caused, are all answered after N and N+1 commit).
 //   - A failed commit fails its batch and the open batch decided on top of
 //     it: every command decided since the last good commit is answered
-//     ErrUnavailable, and the projections are reloaded from the log before
-//     the next decision.
+//     ErrUnavailable. When the log's file could not be written or synced
+//     (ledger.ErrCommitIO) the engine is fenced: it answers every later
+//     command ErrUnavailable and its projections are never read again
+//     (the process restarts and loads the log from disk, see fence). Any
+//     other failure (a refused sequence check, a cluster's fenced append)
+//     wrote nothing: the projections are reloaded from the log before the
+//     next decision.
 //   - Readers see committed state only: the sequencer holds the write lock
 //     whenever the projections hold an uncommitted event, and a waiting
 //     reader makes it stop deciding until the pipeline is empty.
@@ -253,7 +258,8 @@ func (e *Engine) decide(j *job, r *request) {
 }
 
 // fail answers every command of the given batches ErrUnavailable after
-// reloading the projections from the log on disk.
+// reloading the projections from the log on disk, or, when the log's file
+// could not be written or synced, after fencing the engine.
 func (e *Engine) fail(cause error, jobs ...*job) {
 	n := 0
 	for _, j := range jobs {
@@ -261,8 +267,14 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 			n += len(j.reqs)
 		}
 	}
-	e.logger.Error().Err(cause).Int("commands", n).Msg("batch failed; reloading projections from the log")
-	e.reload()
+	if errors.Is(cause, ledger.ErrCommitIO) {
+		e.logger.Error().Err(cause).Int("commands", n).
+			Msg("the log's commit failed: fenced, answering 503 to everything until the process restarts and reads the log from disk")
+		e.fence(cause)
+	} else {
+		e.logger.Error().Err(cause).Int("commands", n).Msg("batch failed; reloading projections from the log")
+		e.reload()
+	}
 	for _, j := range jobs {
 		if j == nil {
 			continue
@@ -275,17 +287,31 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 	}
 }
 
+// fence stops the engine from acknowledging anything after a failed write
+// or sync of the log (fail-stop). The projections are not reloaded: the
+// file read back through the page cache may still hold the failed batch,
+// which a later fsync error or a restart may lose, so a replay answered
+// from it would acknowledge what may never be durable. Every later command
+// is answered ErrUnavailable, reads of the projections are refused by the
+// api (Err), and Fenced is closed so that the server exits and is
+// restarted: only a fresh open of the file tells what it holds.
+func (e *Engine) fence(cause error) {
+	e.pendingManual, e.pendingJob = nil, nil
+	e.failed.Store(&failure{err: fmt.Errorf("%w: %w", ErrFenced, cause)})
+	e.fenceOnce.Do(func() { close(e.fenced) })
+}
+
 // reload replaces the projections with a fresh load from the log on disk;
 // when that fails the engine refuses every later command.
 func (e *Engine) reload() {
 	e.pendingManual, e.pendingJob = nil, nil
 	if e.load == nil {
-		e.failed.Store(&failure{errors.New("commands: no loader to recover projections")})
+		e.failed.Store(&failure{err: errors.New("commands: no loader to recover projections")})
 		return
 	}
 	s, err := e.load()
 	if err != nil {
-		e.failed.Store(&failure{fmt.Errorf("commands: reload after failed commit: %w", err)})
+		e.failed.Store(&failure{err: fmt.Errorf("commands: reload after failed commit: %w", err)})
 		e.logger.Error().Err(err).Msg("reload failed; refusing commands")
 		return
 	}

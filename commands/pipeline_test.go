@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"taskledger/ledger"
 	"taskledger/projections"
 )
 
@@ -105,9 +106,62 @@ func TestFailedCommitFailsTheOpenBatch(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Fatal("projections changed after a failed commit")
 	}
+	if err := e.Err(); err != nil {
+		t.Fatalf("a failed append that wrote nothing fenced the engine: %v", err)
+	}
 	createTask(t, e) // the engine recovered and continues the log
 	if got := taskCount(e); got != 2 {
 		t.Fatalf("%d tasks, want 2", got)
+	}
+}
+
+// TestFailedWriteOfTheLogFencesTheEngine: when the log's file could not
+// be written or synced (ledger.ErrCommitIO), the failed batch and the one
+// decided on top of it are answered unavailable, and so is every later
+// command: the engine is fenced (Fenced closed, Err is ErrFenced), appends
+// nothing more and hands no capture out, until the process restarts.
+func TestFailedWriteOfTheLogFencesTheEngine(t *testing.T) {
+	e, g, _ := newTestEngine(t)
+	createTask(t, e)
+	appends := g.appends.Load()
+	release, held := holdNext(g)
+	g.ioNext.Store(true)
+	first := goDo(e, newCreate())
+	<-held
+	const n = 20
+	open := make([]chan error, n)
+	for i := range open {
+		open[i] = goDo(e, newCreate())
+	}
+	waitSequenced(t, e, 1+1+n)
+	close(release)
+	for i, ch := range append([]chan error{first}, open...) {
+		if err := <-ch; !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("command %d decided before the failure was answered: %v, want ErrUnavailable", i, err)
+		}
+	}
+	select {
+	case <-e.Fenced():
+	default:
+		t.Fatal("the engine is not fenced after a failed write of the log")
+	}
+	if err := e.Err(); !errors.Is(err, ErrFenced) || !errors.Is(err, ledger.ErrCommitIO) {
+		t.Fatalf("Err = %v, want ErrFenced wrapping ledger.ErrCommitIO", err)
+	}
+	for range 3 {
+		if _, err := e.Do(context.Background(), newCreate()); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a command after the fence: %v, want ErrUnavailable", err)
+		}
+	}
+	if got := g.appends.Load(); got != appends {
+		t.Fatalf("%d appends after the failure, want none", got-appends)
+	}
+	if err := e.CaptureDecided(func(*projections.State) {}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("capture after the fence: %v, want ErrUnavailable", err)
+	}
+	e.Close()
+	if err := e.CaptureDecided(func(*projections.State) {}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("capture of the stopped, fenced engine: %v, want ErrUnavailable (a snapshot of it would hold the failed batch)", err)
 	}
 }
 

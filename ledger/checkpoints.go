@@ -18,7 +18,7 @@ var bucketCheckpoints = []byte("checkpoints")
 // PutCheckpoint stores the signed checkpoint of a tree size (replacing one
 // of the same size).
 func (s *Store) PutCheckpoint(size uint64, note []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketCheckpoints)
 		if err != nil {
 			return err

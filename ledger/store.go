@@ -12,6 +12,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"taskledger/internal/failpoint"
 )
 
 // FormatVersion is the version of the file layout described in doc.go.
@@ -50,6 +52,9 @@ type Store struct {
 	// appendMu serializes Append with the update of index after commit.
 	appendMu sync.Mutex
 	index    streamIndex
+	// broken is the first failed commit's error (guarded by appendMu):
+	// every later Append returns it.
+	broken error
 }
 
 // ManualClock is the persisted state of the manual test clock.
@@ -233,13 +238,28 @@ func readHead(tx *bolt.Tx) (Head, error) {
 }
 
 // Append writes a batch in one transaction (one fsync). It refuses a batch
-// decided against another head, or whose events do not continue it.
+// decided against another head, or whose events do not continue it, and
+// writes nothing then. When the commit itself fails (a write or fdatasync
+// of the file), it returns ErrCommitIO, and so does every later Append:
+// the file's state is unknown until it is opened again.
 func (s *Store) Append(b *Batch) error {
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
+	if s.broken != nil {
+		return s.broken
+	}
+	err := s.appendLocked(b)
+	if errors.Is(err, ErrCommitIO) {
+		s.broken = err
+	}
+	return err
+}
+
+// appendLocked is Append's transaction (appendMu held).
+func (s *Store) appendLocked(b *Batch) error {
 	var pending []streamEntry
 	var pass *streamPass
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		head, err := readHead(tx)
 		if err != nil {
 			return err
@@ -309,6 +329,47 @@ func (s *Store) Append(b *Batch) error {
 		s.index.set(pending, pass)
 	}
 	return err
+}
+
+// write runs fn in a writable transaction outside Append (admin tokens,
+// checkpoints): refused once a commit failed, and a failed commit of its
+// own breaks the store as Append's does.
+func (s *Store) write(fn func(tx *bolt.Tx) error) error {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	if s.broken != nil {
+		return s.broken
+	}
+	err := s.update(fn)
+	if errors.Is(err, ErrCommitIO) {
+		s.broken = err
+	}
+	return err
+}
+
+// update runs fn in a writable transaction and commits it, like bolt's
+// Update, telling a failed commit (ErrCommitIO) from an error of fn (the
+// transaction rolled back, nothing written).
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := failpoint.Eval(failpoint.CommitWrite); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("%w: %w", ErrCommitIO, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCommitIO, err)
+	}
+	if err := failpoint.Eval(failpoint.CommitSync); err != nil {
+		return fmt.Errorf("%w: %w", ErrCommitIO, err)
+	}
+	return nil
 }
 
 // Range calls fn for every committed event with seq > after, in order,
@@ -457,14 +518,14 @@ func (s *Store) SoftRecords(prefix string, fn func(key string, value []byte) err
 
 // PutAdminToken stores (or replaces) an admin token's hash under name.
 func (s *Store) PutAdminToken(name string, hash []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAdmin).Put([]byte(name), hash)
 	})
 }
 
 // DeleteAdminToken removes an admin token; ErrNotFound if there is none.
 func (s *Store) DeleteAdminToken(name string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAdmin)
 		if b.Get([]byte(name)) == nil {
 			return ErrNotFound

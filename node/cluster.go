@@ -108,7 +108,13 @@ type clusterLink struct {
 	term     uint64    // promotions so far (a soft-only batch checks it did not change)
 	deadline time.Time // sequencing: no append after it (the local clock)
 	leader   leaseValue
-	catchMu  sync.Mutex // one catch-up at a time (the tail, a promotion)
+	// Readiness (readiness.go): when the lease was last read or written,
+	// and the revision of the holder's lease this follower saw last, with
+	// when it saw it change.
+	contact   time.Time
+	leaderRev uint64
+	revSeen   time.Time
+	catchMu   sync.Mutex // one catch-up at a time (the tail, a promotion)
 
 	// Test hooks: a paused node's lease loop does nothing; a forced node
 	// believes it sequences whatever its deadline says.

@@ -68,6 +68,7 @@ func (c *clusterLink) renew(rev uint64) {
 	switch {
 	case err == nil:
 		c.mu.Lock()
+		c.contact = began
 		if c.role == sequencing && c.rev == rev {
 			c.rev, c.deadline = next, began.Add(c.cc.LeaseTTL*3/4)
 		}
@@ -80,7 +81,13 @@ func (c *clusterLink) renew(rev uint64) {
 }
 
 func (c *clusterLink) lookForLease() {
+	asked := c.clock.Now()
 	raw, rev, err := c.lease.Current()
+	if err == nil || errors.Is(err, jetstream.ErrNoLease) {
+		c.mu.Lock()
+		c.contact = asked
+		c.mu.Unlock()
+	}
 	if err == nil {
 		var v leaseValue
 		if json.Unmarshal(raw, &v) != nil {
@@ -94,6 +101,9 @@ func (c *clusterLink) lookForLease() {
 		c.mu.Lock()
 		changed := c.leader != v
 		c.leader = v
+		if changed || rev != c.leaderRev {
+			c.leaderRev, c.revSeen = rev, asked
+		}
 		c.mu.Unlock()
 		if changed {
 			c.logger.Info().Str("sequencer", v.URL).Msg("following the sequencer")

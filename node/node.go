@@ -51,6 +51,9 @@ type Config struct {
 	// WrapLog, when set, wraps the log the sequencer appends to (tests
 	// that hold a commit in flight).
 	WrapLog func(commands.Log) commands.Log
+	// FreeSpace, when set, replaces the statfs of DataDir that /readyz
+	// holds against api.MinFreeBytes (tests simulate a full disk).
+	FreeSpace func() (uint64, error)
 	// SoftCollectEvery is how often expired soft idempotency records are
 	// deleted (0: DefaultSoftCollectEvery); they are also deleted at start.
 	SoftCollectEvery time.Duration
@@ -347,8 +350,17 @@ func open(cfg Config, src source) (*Node, error) {
 	if cfg.MetricsElsewhere {
 		extra = nil
 	}
+	free := cfg.FreeSpace
+	if free == nil {
+		free = func() (uint64, error) { return freeSpace(cfg.DataDir) }
+	}
+	var ready func() string
+	if src.cluster != nil {
+		ready = src.cluster.readiness
+	}
 	srv := api.New(api.Options{Engine: eng, Events: backend, Blobs: blobs, ManualClock: cfg.Manual,
-		Logger: cfg.Logger, Metrics: metrics, Extra: extra, Commits: commits, Transparency: tlog})
+		Logger: cfg.Logger, Metrics: metrics, Extra: extra, Commits: commits, Transparency: tlog,
+		Ready: ready, FreeSpace: free})
 	var active func() bool
 	if src.cluster != nil {
 		active = src.cluster.sequencing

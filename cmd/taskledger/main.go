@@ -129,6 +129,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		logger.Info().Str("metrics_listen", mln.Addr().String()).Msg("serving /metrics")
 		fmt.Fprintf(stderr, "taskledger: metrics on http://%s/metrics\n", mln.Addr())
 	}
+	var fenced error
 wait:
 	for {
 		select {
@@ -140,17 +141,26 @@ wait:
 		case err := <-errc:
 			logger.Error().Err(err).Msg("server stopped")
 			break wait
+		case <-nd.Engine.Fenced():
+			fenced = nd.Engine.Err()
+			logger.Error().Err(fenced).Msg("exiting: a write or sync of the log failed; " +
+				"the service manager restarts the server, which reads the log from disk")
+			break wait
 		}
 	}
 	nd.API.Stopping() // new API requests answer 503
 	nd.Engine.Close() // the batch in flight commits and is answered
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(ctx)
+	_ = srv.Shutdown(ctx) // the answers being written (503s after a fence) go out
 	if msrv != nil {
 		_ = msrv.Shutdown(ctx)
 	}
-	if err := nd.Close(); err != nil { // waits for a snapshot being written, closes the log
+	err = nd.Close() // waits for a snapshot being written, closes the log
+	if fenced != nil {
+		return fail(stderr, "%v; exiting (status 1) so that the server restarts and reads the log from disk", fenced)
+	}
+	if err != nil {
 		return fail(stderr, "close: %v", err)
 	}
 	return 0

@@ -55,6 +55,15 @@ const (
 	// BlobWrite: a blob write or the write probe of the data directory is
 	// about to create its file (error or kill).
 	BlobWrite = "blob-write"
+	// CommitWrite: the bbolt log's transaction is built, its commit (the
+	// writes of the pages and their fdatasyncs) has not started; an error
+	// action fails the commit as a failed write would, nothing reaching
+	// the file (error or kill).
+	CommitWrite = "commit-write"
+	// CommitSync: the bbolt log's transaction reached the file; an error
+	// action fails the commit as a failed fdatasync of its meta page
+	// would, the page cache holding the batch (error or kill).
+	CommitSync = "commit-sync"
 	// ClaimBeforeSend: the device committed the claim key, body and sealed
 	// token; the request has not left (device; kill only).
 	ClaimBeforeSend = "claim-before-send"
@@ -83,6 +92,8 @@ var Points = map[string]bool{
 	SnapshotMidWrite:      false,
 	SnapshotAfterTmpWrite: false,
 	BlobWrite:             true,
+	CommitWrite:           true,
+	CommitSync:            true,
 	ClaimBeforeSend:       false,
 	ClaimAfterResponse:    false,
 	StartAfterResponse:    false,

@@ -148,6 +148,9 @@ func (p *Proc) Stderr() string {
 	return strings.Join(p.lines, "\n")
 }
 
+// Pid is the process id (to attach a tracer, say).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig.
 func (p *Proc) Signal(sig os.Signal) { _ = p.cmd.Process.Signal(sig) }
 
