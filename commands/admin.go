@@ -311,9 +311,10 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	}
 	d := x.State.Devices[t.Claim.DeviceID]
 	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
-	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !t.ManualTakeover() {
-		// A stale claim of an active device is not recovered: an operator
-		// command (amend, authorize, cancel) or the next claim closes it.
+	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !x.State.NeedsOperator(t, x.Now) {
+		// A stale claim of an active device that another device may still
+		// take over is not recovered: an operator command (amend,
+		// authorize, cancel) or the next claim closes it.
 		return nil, ErrInvalidState
 	}
 	if !revoked && !x.State.NeedsOperator(t, x.Now) && (!t.Started() || x.Now < t.Exec.Lease()) {

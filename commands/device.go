@@ -165,8 +165,9 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
 
-	// A claim of this device that needs an operator (manual takeover) is
-	// never re-claimed, resumed or left behind for another task.
+	// A claim of this device that needs an operator (manual takeover, an
+	// authorization that ended with the claim lease) is never re-claimed,
+	// resumed or left behind for another task: a device never holds two.
 	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID && x.State.NeedsOperator(t, x.Now) {
 		return requiresManual(actor, id, scope, c, d.ID, t.ID), nil
 	}

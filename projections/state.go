@@ -268,7 +268,7 @@ type State struct {
 	queue        taskQueue
 	claimExpiry  expiryHeap
 	queueCounter uint64
-	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
+	heldTasks    map[string]struct{} // tasks a device holds: CLAIMED, RUNNING, WAITING_CONFIRMATION
 	counts       stateCounts
 	unended      []*Task // tasks not ended, in no order: the ones a capture copies
 }
