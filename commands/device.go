@@ -163,6 +163,11 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		}
 		return dec, err
 	}
+	// A "no task" record past retention is the key's expiry, decided
+	// before readiness and never turned into a claim (D322).
+	if x.State.Idem.SoftExpired(scope, c.Key, x.Now, x.Cfg.IdempotencyRetention.Milliseconds()) {
+		return nil, ErrIdempotencyKeyExpired
+	}
 	id := idem(scope, c.Key, c.Fingerprint)
 
 	// A claim of this device that needs an operator (manual takeover, an
