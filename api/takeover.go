@@ -13,11 +13,12 @@ import (
 )
 
 // takeoverField reads the optional "takeover" of an authorization:
-// "reclaim" (the default) or "manual".
+// "reclaim" or "manual", or "" when absent or null (the server's default,
+// serve --default-takeover, decided and recorded by the command).
 func takeoverField(f *fields) string {
 	p := f.optStr("takeover")
 	if p == nil {
-		return projections.TakeoverReclaim
+		return ""
 	}
 	if f.err == nil && *p != projections.TakeoverReclaim && *p != projections.TakeoverManual {
 		f.fail(invalid("field \"takeover\" must be \"reclaim\" or \"manual\""))

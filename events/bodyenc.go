@@ -82,7 +82,7 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 
 // appendTaskCreated appends the encoding of a TaskCreated body.
 func appendTaskCreated(b []byte, v *TaskCreated) []byte {
-	b = mp.MapLen(b, 4)
+	b = mp.MapLen(b, 5)
 	b = mp.String(append(b, kTaskID...), v.TaskID)
 	b = mp.String(append(b, kPayload...), v.Payload)
 	b = mp.String(append(b, kPayloadSHA256...), v.PayloadSHA256)
@@ -97,7 +97,7 @@ func appendTaskCreated(b []byte, v *TaskCreated) []byte {
 		b = mp.String(append(b, kImageSHA256...), a.ImageSHA256)
 		b = mp.Int(append(b, kExpiresAt...), a.ExpiresAt)
 	}
-	return b
+	return mp.String(append(b, kTakeover...), v.Takeover)
 }
 
 // appendTaskClaimed appends the encoding of a TaskClaimed body.
@@ -192,6 +192,7 @@ var (
 	kPayload                = mp.String(nil, "payload")
 	kPayloadSHA256          = mp.String(nil, "payload_sha256")
 	kAuthorization          = mp.String(nil, "authorization")
+	kTakeover               = mp.String(nil, "takeover")
 	kAuthorizationID        = mp.String(nil, "authorization_id")
 	kRevision               = mp.String(nil, "revision")
 	kImageSHA256            = mp.String(nil, "image_sha256")

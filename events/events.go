@@ -104,6 +104,11 @@ type TaskCreated struct {
 	Payload       string    `msgpack:"payload" json:"payload"` // canonical JSON (RFC 8785)
 	PayloadSHA256 string    `msgpack:"payload_sha256" json:"payload_sha256"`
 	Authorization *AuthBody `msgpack:"authorization" json:"authorization"`
+	// Takeover is the takeover policy of Authorization (schema 2; ""
+	// without an authorization, and in schema 1, where it reads as
+	// "reclaim"), as decided: the server's default when the request
+	// named none, so a replay never depends on the server's flags.
+	Takeover string `msgpack:"takeover" json:"takeover,omitempty"`
 }
 
 // TaskAmended is the body of task.amended (schema 1).
