@@ -263,6 +263,7 @@ func (c *ClaimNext) claim(x *Ctx, t *projections.Task, d *projections.Device, p 
 		}
 		body.TokenOrigin, body.Nonce = events.TokenServer, nonce
 		body.TokenHash = HashToken(ServerToken(x.Cfg.ClaimSecret, d.ID, t.ID, t.Auth.ID, gen, body.Nonce))
+		body.SecretCheck = hex.EncodeToString(SecretCheck(x.Cfg.ClaimSecret))
 	}
 	if p != nil {
 		body.Presence = &events.PresenceSnapshot{ReceivedAt: p.ReceivedAt, AppVersion: p.AppVersion,

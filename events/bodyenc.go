@@ -102,7 +102,7 @@ func appendTaskCreated(b []byte, v *TaskCreated) []byte {
 
 // appendTaskClaimed appends the encoding of a TaskClaimed body.
 func appendTaskClaimed(b []byte, v *TaskClaimed) []byte {
-	b = mp.MapLen(b, 13)
+	b = mp.MapLen(b, 14)
 	b = mp.String(append(b, kTaskID...), v.TaskID)
 	b = mp.String(append(b, kDeviceID...), v.DeviceID)
 	b = mp.String(append(b, kSessionID...), v.SessionID)
@@ -127,7 +127,7 @@ func appendTaskClaimed(b []byte, v *TaskClaimed) []byte {
 		b = mp.MapStringBool(append(b, kChecks...), p.Checks)
 		b = mp.Strings(append(b, kRequiredChecks...), p.RequiredChecks)
 	}
-	return b
+	return mp.String(append(b, kSecretCheck...), v.SecretCheck)
 }
 
 // appendTaskStarted appends the encoding of a TaskStarted body.
@@ -193,6 +193,7 @@ var (
 	kPayloadSHA256          = mp.String(nil, "payload_sha256")
 	kAuthorization          = mp.String(nil, "authorization")
 	kTakeover               = mp.String(nil, "takeover")
+	kSecretCheck            = mp.String(nil, "secret_check")
 	kAuthorizationID        = mp.String(nil, "authorization_id")
 	kRevision               = mp.String(nil, "revision")
 	kImageSHA256            = mp.String(nil, "image_sha256")

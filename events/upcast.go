@@ -50,6 +50,7 @@ func registerUpcasters() {
 	}
 	added(EvTaskAuthorized, 2) // 2: takeover
 	added(EvTaskCreated, 2)    // 2: takeover (of the authorization created with the task)
+	added(EvTaskClaimed, 2)    // 2: secret_check (of a server-issued token)
 	// 2: lease_expires_at, the running lease the decision was judged
 	// against (quiet heartbeats, decision D100); 0 in schema 1.
 	for _, typ := range []Type{EvTaskAwaitingConfirmation, EvTaskResumed, EvTaskCompleted, EvTaskFailed,
