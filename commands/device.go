@@ -165,7 +165,7 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 	}
 	// A "no task" record past retention is the key's expiry, decided
 	// before readiness and never turned into a claim (D322).
-	if x.State.Idem.SoftExpired(scope, c.Key, x.Now, x.Cfg.IdempotencyRetention.Milliseconds()) {
+	if x.State.Idem.SoftExpired(scope, c.Key, x.Now, x.Cfg.IdempotencyRetention.Milliseconds()) || x.State.Idem.Gone(scope, c.Key) {
 		return nil, ErrIdempotencyKeyExpired
 	}
 	id := idem(scope, c.Key, c.Fingerprint)
