@@ -210,6 +210,7 @@ func (s *Server) createTask(c echo.Context) error {
 	if auth := f.object("authorize", false); auth != nil && f.err == nil {
 		af := newFields(auth)
 		cmd.AuthorizeTTL, ttlErr = s.ttl(af, "ttl_seconds")
+		cmd.Takeover = takeoverField(af)
 		if err := af.done(); err != nil {
 			f.fail(err)
 		}

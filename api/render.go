@@ -228,7 +228,13 @@ func writeTask(w *jsonw, st *projections.State, t *projections.Task, now int64) 
 		}
 		w.close()
 	}
-	w.close0(']').key("needs_operator").bool(st.NeedsOperator(t, now)).key("payload").raw(t.Payload).key("recovery")
+	w.close0(']').key("needs_operator").bool(st.NeedsOperator(t, now)).key("needs_operator_reason")
+	if r := st.OperatorReason(t, now); r != "" {
+		w.str(r)
+	} else {
+		w.null()
+	}
+	w.key("payload").raw(t.Payload).key("recovery")
 	if r := t.Recovery; r != nil {
 		w.open().key("at").time(r.At).key("decision").str(r.Decision).key("reason").str(r.Reason).close()
 	} else {

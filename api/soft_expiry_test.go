@@ -13,8 +13,9 @@ import (
 // A "no task" answer is a soft record kept for the idempotency retention
 // on its own clock: the test clock's advance alone expires it, with no
 // newer event. Within retention a replay answers the recorded 204, also
-// after tasks appear; once expired the key is forgotten (no tombstone) and
-// decided afresh, which records a new 204.
+// after tasks appear; once expired the key is expired: 409
+// idempotency_key_expired, decided before readiness (a stale presence does
+// not turn it into device_not_ready), and never a claim.
 func TestNoTaskRecordExpiresOnItsOwnClock(t *testing.T) {
 	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour }))
 	d := n.RegisterDevice()
@@ -31,46 +32,34 @@ func TestNoTaskRecordExpiresOnItsOwnClock(t *testing.T) {
 
 	n.Advance(time.Second) // no event since the record: only its own clock moved
 	nodetest.Must(t, d.Ready(), http.StatusOK)
-	r := d.ClaimWith(key, tok)
-	if r.Status != http.StatusNoContent || r.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("after retention: want a fresh 204, got %d replayed=%q %s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
-	}
+	n.MustRefuse(t, head, d.ClaimWith(key, tok), http.StatusConflict, "idempotency_key_expired")
 	if n.Head() != head {
 		t.Fatalf("head moved from %d to %d without a new event", head, n.Head())
 	}
-
-	// The fresh decision recorded a new 204: tasks appearing do not change it.
+	// Tasks appearing do not turn it into a claim.
 	n.CreateTask(nil)
-	if r := d.ClaimWith(key, tok); r.Status != http.StatusNoContent || r.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("the fresh 204 is not recorded: %d replayed=%q", r.Status, r.Header.Get("Idempotent-Replayed"))
-	}
-	r, _ = d.Claim()
+	h := n.Head()
+	n.MustRefuse(t, h, d.ClaimWith(key, tok), http.StatusConflict, "idempotency_key_expired")
+	r, _ := d.Claim()
 	nodetest.Must(t, r, http.StatusOK)
 }
 
-// A claim-next key whose 204 expired is decided afresh: when a task is
-// claimable by then, the replay claims it (the client asked for a task
-// and got none; nothing was ever changed by the first answer).
-func TestExpiredNoTaskKeyClaimsWhenATaskAppeared(t *testing.T) {
+// The contract's order: the idempotency record (or its expiry) is decided
+// before readiness. A replay of a "no task" key after retention, from a
+// device whose presence is stale, is 409 idempotency_key_expired, not 409
+// device_not_ready.
+func TestExpiredNoTaskKeyIsDecidedBeforeReadiness(t *testing.T) {
 	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour }))
 	d := n.RegisterDevice()
 	nodetest.Must(t, d.Ready(), http.StatusOK)
 	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
 	nodetest.Must(t, d.ClaimWith(key, tok), http.StatusNoContent)
-	n.Advance(time.Hour)
-	id := n.CreateTask(nil)
+	n.Advance(time.Hour) // presence (2 min) is long stale
+	n.CreateTask(nil)
+	h := n.Head()
+	n.MustRefuse(t, h, d.ClaimWith(key, tok), http.StatusConflict, "idempotency_key_expired")
 	nodetest.Must(t, d.Ready(), http.StatusOK)
-	r := d.ClaimWith(key, tok)
-	nodetest.Must(t, r, http.StatusOK)
-	if r.Header.Get("Idempotent-Replayed") != "" || nodetest.ClaimedTask(r) != id {
-		t.Fatalf("want a fresh claim of %s, got task %s replayed=%q", id, nodetest.ClaimedTask(r), r.Header.Get("Idempotent-Replayed"))
-	}
-	// From now on the key is the claim's, an event record.
-	again := d.ClaimWith(key, tok)
-	nodetest.Must(t, again, http.StatusOK)
-	if again.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatal("the claim decided for the expired key does not replay")
-	}
+	n.MustRefuse(t, h, d.ClaimWith(key, tok), http.StatusConflict, "idempotency_key_expired")
 }
 
 // A quiet heartbeat (same step, no event) is a soft record too: within

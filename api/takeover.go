@@ -13,11 +13,12 @@ import (
 )
 
 // takeoverField reads the optional "takeover" of an authorization:
-// "reclaim" (the default) or "manual".
+// "reclaim" or "manual", or "" when absent or null (the server's default,
+// serve --default-takeover, decided and recorded by the command).
 func takeoverField(f *fields) string {
 	p := f.optStr("takeover")
 	if p == nil {
-		return projections.TakeoverReclaim
+		return ""
 	}
 	if f.err == nil && *p != projections.TakeoverReclaim && *p != projections.TakeoverManual {
 		f.fail(invalid("field \"takeover\" must be \"reclaim\" or \"manual\""))
@@ -43,12 +44,12 @@ func needsOperatorQuery(v string, present bool) (*bool, error) {
 func taskDocIn(st *projections.State, t *projections.Task, now int64) map[string]any {
 	doc := taskDoc(t, now)
 	doc["needs_operator"] = st.NeedsOperator(t, now)
+	doc["needs_operator_reason"] = operatorReason(st, t, now)
 	return doc
 }
 
 // listNeedingOperator answers GET /admin/tasks?needs_operator=true from the
-// set of manual-takeover claims (at most one per device), never a walk of
-// every task, with the same order, cursor and other filters as the list.
+// set of held tasks (at most one per device), never a walk of every task, with the same order, cursor and other filters as the list.
 func (s *Server) listNeedingOperator(c echo.Context, state wire.State, device, limitQ, cursorQ string) error {
 	limit, err := queryInt(limitQ, 100, 1, 500)
 	if err != nil {
@@ -62,7 +63,7 @@ func (s *Server) listNeedingOperator(c echo.Context, state wire.State, device, l
 	var next any
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		var found []*projections.Task
-		st.ManualClaims(func(t *projections.Task) bool {
+		st.HeldTasks(func(t *projections.Task) bool {
 			if st.NeedsOperator(t, now) && (cursor == 0 || t.CreateSeq < uint64(cursor)) &&
 				(state == "" || t.State == state) && (device == "" || t.Claim.DeviceID == device) {
 				found = append(found, t)
@@ -96,8 +97,17 @@ func cmpUint(a, b uint64) int {
 func (m *Metrics) WatchNeedingOperator(count func() int) {
 	// A second server on the same registry keeps the first one's gauge.
 	_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskledger_tasks_needing_operator",
-		Help: "CLAIMED tasks under the manual takeover policy whose claim lease expired or whose device was revoked."},
+		Help: "Tasks no device may move any more (needs_operator: manual takeover, revoked holder, authorization ended with the claim lease, running lease expired)."},
 		func() float64 { return float64(count()) }))
+}
+
+// operatorReason is the task detail's needs_operator_reason: the reason
+// string, or nil when the task does not need an operator.
+func operatorReason(st *projections.State, t *projections.Task, now int64) any {
+	if r := st.OperatorReason(t, now); r != "" {
+		return r
+	}
+	return nil
 }
 
 // takeoverName is an authorization's takeover policy as shown: "reclaim"

@@ -116,6 +116,9 @@ type CreateTask struct {
 	Payload       string // canonical JSON
 	PayloadSHA256 string
 	AuthorizeTTL  time.Duration // 0: no authorization
+	// Takeover is the authorization's policy: projections.TakeoverReclaim,
+	// TakeoverManual, or "" for the server's default (Config.DefaultTakeover).
+	Takeover string
 }
 
 // Decide creates the task.
@@ -129,6 +132,7 @@ func (c *CreateTask) Decide(x *Ctx) (*Decision, error) {
 	if c.AuthorizeTTL > 0 {
 		body.Authorization = &events.AuthBody{ID: x.newID(), Revision: 1, PayloadSHA256: c.PayloadSHA256,
 			ExpiresAt: x.Now + c.AuthorizeTTL.Milliseconds()}
+		body.Takeover = takeoverOf(c.Takeover, x.Cfg)
 	}
 	return c.decision(scope, events.TaskStream(id), events.EvTaskCreated, body), nil
 }
@@ -208,7 +212,8 @@ type Authorize struct {
 	TaskID           string
 	ExpectedRevision uint64
 	TTL              time.Duration
-	// Takeover is projections.TakeoverReclaim or TakeoverManual.
+	// Takeover is projections.TakeoverReclaim, TakeoverManual, or "" for
+	// the server's default (Config.DefaultTakeover).
 	Takeover string
 }
 
@@ -228,7 +233,7 @@ func (c *Authorize) Decide(x *Ctx) (*Decision, error) {
 	return c.decision(scope, events.TaskStream(t.ID), events.EvTaskAuthorized, &events.TaskAuthorized{
 		TaskID: t.ID, Version: v, Closed: closed, Authorization: events.AuthBody{ID: x.newID(), Revision: t.Revision,
 			PayloadSHA256: t.PayloadSHA256, ImageSHA256: img, ExpiresAt: x.Now + c.TTL.Milliseconds()},
-		Takeover: takeoverOf(c.Takeover)}), nil
+		Takeover: takeoverOf(c.Takeover, x.Cfg)}), nil
 }
 
 // RevokeAuthorization makes a task's authorization ineligible.
@@ -313,9 +318,10 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	}
 	d := x.State.Devices[t.Claim.DeviceID]
 	revoked := d != nil && d.Status == projections.DeviceStatusRevoked
-	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !t.ManualTakeover() {
-		// A stale claim of an active device is not recovered: an operator
-		// command (amend, authorize, cancel) or the next claim closes it.
+	if !revoked && !t.Started() && x.Now >= t.Claim.LeaseExpiresAt && !x.State.NeedsOperator(t, x.Now) {
+		// A stale claim of an active device that another device may still
+		// take over is not recovered: an operator command (amend,
+		// authorize, cancel) or the next claim closes it.
 		return nil, ErrInvalidState
 	}
 	if !revoked && !x.State.NeedsOperator(t, x.Now) && (!t.Started() || x.Now < t.Exec.Lease()) {
@@ -346,8 +352,13 @@ func (c *AdvanceClock) Decide(x *Ctx) (*Decision, error) {
 		Answer: func(*projections.State) Result { return Result{Value: next} }}, nil
 }
 
-// takeoverOf is the policy an authorization records: reclaim unless manual.
-func takeoverOf(p string) string {
+// takeoverOf is the policy an authorization records, as decided: the one
+// the request named, else the server's default (cfg nil: none), else
+// reclaim. The event carries it, so a replay never reads the flag.
+func takeoverOf(p string, cfg *Config) string {
+	if p == "" && cfg != nil {
+		p = cfg.DefaultTakeover
+	}
 	if p == projections.TakeoverManual {
 		return p
 	}

@@ -34,7 +34,7 @@ func claimAnswer(answer func(*projections.State) Result) func(*projections.State
 		}
 		if t := s.Tasks[r.TaskID]; t != nil {
 			res.Task = &ClaimedTask{Payload: t.Payload, Revision: t.Revision, CreatedAt: t.CreatedAt, HasImage: t.Image != nil,
-				Takeover: takeoverOf("")}
+				Takeover: takeoverOf("", nil)}
 			if t.ManualTakeover() {
 				res.Task.Takeover = projections.TakeoverManual
 			}

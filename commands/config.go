@@ -19,6 +19,10 @@ type Config struct {
 	// tokens an older release created offline. The log's first event on a
 	// name supersedes its record here.
 	OutsideAdminTokens map[string]string
+	// DefaultTakeover is the takeover policy of an authorization whose
+	// request names none ("reclaim" or "manual"; "" is "reclaim"): serve
+	// --default-takeover. The decided policy is recorded in the event.
+	DefaultTakeover string
 }
 
 // DefaultConfig is the configuration of operations.md's defaults.
@@ -31,6 +35,7 @@ func DefaultConfig() Config {
 		AuthTTLMax:           720 * time.Hour,
 		IdempotencyRetention: 72 * time.Hour,
 		RequiredChecks:       []string{"accessibility_connected", "target_app_installed"},
+		DefaultTakeover:      "reclaim",
 	}
 }
 

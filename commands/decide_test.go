@@ -23,6 +23,13 @@ type world struct {
 	cfg  Config
 	ids  int
 	keys int
+	log  []folded // every event folded, in order
+}
+
+// folded is an event as the world folded it, with its body.
+type folded struct {
+	ev   *ledger.Event
+	body any
 }
 
 func newWorld(t testing.TB) *world {
@@ -58,9 +65,16 @@ func (w *world) decide(cmd Command) ([]events.Type, error) {
 	if err != nil {
 		return nil, err
 	}
+	return w.fold(d), nil
+}
+
+// fold stamps, seals and folds what d decided, as the sequencer does, and
+// runs its effect; it returns the event types appended.
+func (w *world) fold(d *Decision) []events.Type {
 	var types []events.Type
 	for i := range d.Events {
 		ev := (&Engine{}).stamp(w.s, &d.Events[i], w.now)
+		var err error
 		w.head, _, err = ledger.SealBody(ev, w.head, d.Events[i].Body, events.AppendBody)
 		if err != nil {
 			w.t.Fatalf("seal: %v", err)
@@ -68,12 +82,13 @@ func (w *world) decide(cmd Command) ([]events.Type, error) {
 		if err := w.s.ApplyDecoded(ev, d.Events[i].Body); err != nil {
 			w.t.Fatalf("a decided %s does not fold: %v", ev.Type, err)
 		}
+		w.log = append(w.log, folded{ev, d.Events[i].Body})
 		types = append(types, ev.Type)
 	}
 	if d.Effect != nil {
 		d.Effect(w.s)
 	}
-	return types, nil
+	return types
 }
 
 // given decides a command that must be accepted.

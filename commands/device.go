@@ -163,10 +163,16 @@ func (c *ClaimNext) Decide(x *Ctx) (*Decision, error) {
 		}
 		return dec, err
 	}
+	// A "no task" record past retention is the key's expiry, decided
+	// before readiness and never turned into a claim (D322).
+	if x.State.Idem.SoftExpired(scope, c.Key, x.Now, x.Cfg.IdempotencyRetention.Milliseconds()) || x.State.Idem.Gone(scope, c.Key) {
+		return nil, ErrIdempotencyKeyExpired
+	}
 	id := idem(scope, c.Key, c.Fingerprint)
 
-	// A claim of this device that needs an operator (manual takeover) is
-	// never re-claimed, resumed or left behind for another task.
+	// A claim of this device that needs an operator (manual takeover, an
+	// authorization that ended with the claim lease) is never re-claimed,
+	// resumed or left behind for another task: a device never holds two.
 	if t := x.State.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID && x.State.NeedsOperator(t, x.Now) {
 		return requiresManual(actor, id, scope, c, d.ID, t.ID), nil
 	}
@@ -257,6 +263,7 @@ func (c *ClaimNext) claim(x *Ctx, t *projections.Task, d *projections.Device, p 
 		}
 		body.TokenOrigin, body.Nonce = events.TokenServer, nonce
 		body.TokenHash = HashToken(ServerToken(x.Cfg.ClaimSecret, d.ID, t.ID, t.Auth.ID, gen, body.Nonce))
+		body.SecretCheck = hex.EncodeToString(SecretCheck(x.Cfg.ClaimSecret))
 	}
 	if p != nil {
 		body.Presence = &events.PresenceSnapshot{ReceivedAt: p.ReceivedAt, AppVersion: p.AppVersion,

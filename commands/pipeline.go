@@ -316,6 +316,7 @@ func (e *Engine) reload() {
 		return
 	}
 	keepCommittedPresence(e.state, s)
+	s.CheckClaimsAgainst(e.state.ClaimsCheckedAgainst())
 	e.state = s
 	e.head = s.Head
 }

@@ -29,14 +29,26 @@ func (c *CollectSoft) Decide(x *Ctx) (*Decision, error) {
 	if len(ids) == 0 {
 		return &Decision{Answer: func(*projections.State) Result { return Result{Value: 0} }}, nil
 	}
-	del := make([]ledger.SoftRecord, len(ids))
+	del := make([]ledger.SoftRecord, len(ids), len(ids)+1)
+	var gone []uint64
 	for i, id := range ids {
 		key, _ := x.State.Idem.SoftKey(id) // ExpiredSoft lists held records only
 		del[i] = ledger.SoftRecord{Key: key}
+		if projections.IsClaimNextID(id) {
+			gone = append(gone, projections.GoneFingerprint(id))
+		}
+	}
+	if len(gone) > 0 {
+		// the collected "no task" keys stay expired (D322)
+		del = append(del, ledger.SoftRecord{Key: projections.SoftGoneKey(now, x.State.Idem.GoneCount()),
+			Value: projections.EncodeGone(gone)})
 	}
 	return &Decision{
-		Soft:   del,
-		Effect: func(s *projections.State) { s.Idem.DropExpiredSoft(now, retention, limit) },
+		Soft: del,
+		Effect: func(s *projections.State) {
+			s.Idem.DropExpiredSoft(now, retention, limit)
+			s.Idem.AddGone(gone)
+		},
 		Answer: func(*projections.State) Result { return Result{Value: len(ids)} },
 	}, nil
 }

@@ -82,7 +82,7 @@ func AppendBody(b []byte, body any) ([]byte, error) {
 
 // appendTaskCreated appends the encoding of a TaskCreated body.
 func appendTaskCreated(b []byte, v *TaskCreated) []byte {
-	b = mp.MapLen(b, 4)
+	b = mp.MapLen(b, 5)
 	b = mp.String(append(b, kTaskID...), v.TaskID)
 	b = mp.String(append(b, kPayload...), v.Payload)
 	b = mp.String(append(b, kPayloadSHA256...), v.PayloadSHA256)
@@ -97,12 +97,12 @@ func appendTaskCreated(b []byte, v *TaskCreated) []byte {
 		b = mp.String(append(b, kImageSHA256...), a.ImageSHA256)
 		b = mp.Int(append(b, kExpiresAt...), a.ExpiresAt)
 	}
-	return b
+	return mp.String(append(b, kTakeover...), v.Takeover)
 }
 
 // appendTaskClaimed appends the encoding of a TaskClaimed body.
 func appendTaskClaimed(b []byte, v *TaskClaimed) []byte {
-	b = mp.MapLen(b, 13)
+	b = mp.MapLen(b, 14)
 	b = mp.String(append(b, kTaskID...), v.TaskID)
 	b = mp.String(append(b, kDeviceID...), v.DeviceID)
 	b = mp.String(append(b, kSessionID...), v.SessionID)
@@ -127,7 +127,7 @@ func appendTaskClaimed(b []byte, v *TaskClaimed) []byte {
 		b = mp.MapStringBool(append(b, kChecks...), p.Checks)
 		b = mp.Strings(append(b, kRequiredChecks...), p.RequiredChecks)
 	}
-	return b
+	return mp.String(append(b, kSecretCheck...), v.SecretCheck)
 }
 
 // appendTaskStarted appends the encoding of a TaskStarted body.
@@ -192,6 +192,8 @@ var (
 	kPayload                = mp.String(nil, "payload")
 	kPayloadSHA256          = mp.String(nil, "payload_sha256")
 	kAuthorization          = mp.String(nil, "authorization")
+	kTakeover               = mp.String(nil, "takeover")
+	kSecretCheck            = mp.String(nil, "secret_check")
 	kAuthorizationID        = mp.String(nil, "authorization_id")
 	kRevision               = mp.String(nil, "revision")
 	kImageSHA256            = mp.String(nil, "image_sha256")

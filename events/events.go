@@ -104,6 +104,11 @@ type TaskCreated struct {
 	Payload       string    `msgpack:"payload" json:"payload"` // canonical JSON (RFC 8785)
 	PayloadSHA256 string    `msgpack:"payload_sha256" json:"payload_sha256"`
 	Authorization *AuthBody `msgpack:"authorization" json:"authorization"`
+	// Takeover is the takeover policy of Authorization (schema 2; ""
+	// without an authorization, and in schema 1, where it reads as
+	// "reclaim"), as decided: the server's default when the request
+	// named none, so a replay never depends on the server's flags.
+	Takeover string `msgpack:"takeover" json:"takeover,omitempty"`
 }
 
 // TaskAmended is the body of task.amended (schema 1).
@@ -177,6 +182,11 @@ type TaskClaimed struct {
 	LeaseExpiresAt         int64             `msgpack:"lease_expires_at" json:"lease_expires_at"`
 	PreviousDeviceID       string            `msgpack:"previous_device_id" json:"previous_device_id,omitempty"`
 	Presence               *PresenceSnapshot `msgpack:"presence" json:"presence"`
+	// SecretCheck is, for a server-issued token, the key-check value (hex)
+	// of the secret that issued it (schema 2; "" for client-issued tokens
+	// and in schema 1): the fold checks it against the node's at write
+	// time, so the one stored value covers every claim (decision D324).
+	SecretCheck string `msgpack:"secret_check" json:"-"`
 }
 
 // TaskClaimResumed is the body of task.claim_resumed.

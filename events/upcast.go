@@ -67,6 +67,8 @@ func registerUpcasters() {
 		codecs[typ] = c
 	}
 	added(EvTaskAuthorized, 2) // 2: takeover
+	added(EvTaskCreated, 2)    // 2: takeover (of the authorization created with the task)
+	added(EvTaskClaimed, 2)    // 2: secret_check (of a server-issued token)
 	// 2: lease_expires_at, the running lease the decision was judged
 	// against (quiet heartbeats, decision D100); 0 in schema 1.
 	// 2: role; schema 1 reads as admin (upcastAdminTokenCreatedV1).

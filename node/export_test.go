@@ -37,3 +37,7 @@ func Crash(n *Node) {
 	n.Engine.Close()
 	n.snap.close()
 }
+
+// VerifyOpenServerClaims is the start-up check that every open
+// server-issued claim of the loaded projections comes from secret.
+var VerifyOpenServerClaims = verifyOpenServerClaims

@@ -419,7 +419,69 @@ func checkSecret(store ledger.Backend, l *Loaded, admins map[string][]byte, secr
 	if kcv != nil && subtle.ConstantTimeCompare(kcv, mine) != 1 {
 		return ErrSecret
 	}
-	return VerifyServerClaims(store, secret, claimsVerifiedThrough(l, mine))
+	if err := verifyOpenServerClaims(s, secret); err != nil {
+		return err
+	}
+	if err := verifyClaimChecks(store, secret, claimsVerifiedThrough(l, mine)); err != nil {
+		return err
+	}
+	// From now on every server-issued claim applied (decided here, or
+	// followed from another node) must carry this key-check value.
+	s.CheckClaimsAgainst(hex.EncodeToString(mine))
+	return nil
+}
+
+// verifyOpenServerClaims recomputes the token of every open server-issued
+// claim of the loaded projections (at most one per device): a snapshot
+// cannot bring in a claim whose token this secret does not give, whatever
+// the events it was made from.
+func verifyOpenServerClaims(s *projections.State, secret []byte) error {
+	var bad error
+	s.HeldTasks(func(t *projections.Task) bool {
+		c := t.Claim
+		if c.TokenOrigin != events.TokenServer {
+			return true
+		}
+		tok := commands.ServerToken(secret, c.DeviceID, t.ID, c.AuthorizationID, c.Generation, c.Nonce)
+		if subtle.ConstantTimeCompare([]byte(commands.HashToken(tok)), []byte(c.TokenHash)) != 1 {
+			bad = fmt.Errorf("%w (open claim of task %s)", ErrSecret, t.ID)
+			return false
+		}
+		return true
+	})
+	return bad
+}
+
+// verifyClaimChecks checks every server-issued claim after seq: one that
+// carries its secret's key-check value is compared with this secret's
+// (the fold verified at write time that it is the value the node's secret
+// had, D324); one written before claims carried it is recomputed.
+func verifyClaimChecks(src projections.Source, secret []byte, after uint64) error {
+	mine := hex.EncodeToString(commands.SecretCheck(secret))
+	return src.Range(after, func(e *ledger.Event) error {
+		if e.Type != events.EvTaskClaimed {
+			return nil
+		}
+		b, err := events.DecodeBody(e.Type, e.Schema, e.Body)
+		if err != nil {
+			return err
+		}
+		c := b.(*events.TaskClaimed)
+		switch {
+		case c.TokenOrigin != events.TokenServer:
+			return nil
+		case c.SecretCheck != "":
+			if subtle.ConstantTimeCompare([]byte(c.SecretCheck), []byte(mine)) != 1 {
+				return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
+			}
+			return nil
+		}
+		tok := commands.ServerToken(secret, c.DeviceID, c.TaskID, c.AuthorizationID, c.Generation, c.Nonce)
+		if subtle.ConstantTimeCompare([]byte(commands.HashToken(tok)), []byte(c.TokenHash)) != 1 {
+			return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
+		}
+		return nil
+	})
 }
 
 // claimsVerifiedThrough is the seq up to which the server-issued claims
@@ -439,6 +501,7 @@ func claimsVerifiedThrough(l *Loaded, kcv []byte) uint64 {
 // VerifyServerClaims recomputes every server-issued claim after seq from
 // its nonce and compares its hash in constant time.
 func VerifyServerClaims(src projections.Source, secret []byte, after uint64) error {
+	mine := hex.EncodeToString(commands.SecretCheck(secret))
 	return src.Range(after, func(e *ledger.Event) error {
 		if e.Type != events.EvTaskClaimed {
 			return nil
@@ -452,7 +515,8 @@ func VerifyServerClaims(src projections.Source, secret []byte, after uint64) err
 			return nil
 		}
 		tok := commands.ServerToken(secret, c.DeviceID, c.TaskID, c.AuthorizationID, c.Generation, c.Nonce)
-		if subtle.ConstantTimeCompare([]byte(commands.HashToken(tok)), []byte(c.TokenHash)) != 1 {
+		if subtle.ConstantTimeCompare([]byte(commands.HashToken(tok)), []byte(c.TokenHash)) != 1 ||
+			(c.SecretCheck != "" && c.SecretCheck != mine) {
 			return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
 		}
 		return nil

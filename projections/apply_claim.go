@@ -104,6 +104,9 @@ func (s *State) applyClaimed(e *ledger.Event, b *events.TaskClaimed) error {
 	if b.LeaseExpiresAt > t.Auth.ExpiresAt || b.LeaseExpiresAt <= e.At {
 		return violation("task %s claim lease outside its authorization", t.ID)
 	}
+	if b.TokenOrigin == events.TokenServer && s.claimKeyCheck != "" && b.SecretCheck != s.claimKeyCheck {
+		return violation("task %s claimed with a server-issued token of another secret (secret_check %q)", t.ID, b.SecretCheck)
+	}
 	s.releaseDevice(t) // a stale claim of another device (or this one) closes
 	t.State, t.Version, t.Generation = StateClaimed, b.Version, b.Generation
 	t.Claim = &Claim{Generation: b.Generation, DeviceID: b.DeviceID, SessionID: b.SessionID,

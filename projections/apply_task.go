@@ -17,7 +17,7 @@ func (s *State) applyCreated(e *ledger.Event, b *events.TaskCreated) error {
 	t := &Task{ID: b.TaskID, CreateSeq: e.Seq, CreatedAt: e.At, State: StatePending,
 		Version: 1, Revision: 1, Payload: b.Payload, PayloadSHA256: b.PayloadSHA256}
 	if b.Authorization != nil {
-		t.Auth = &Authorization{AuthBody: *b.Authorization, Status: AuthActive, CreatedAt: e.At}
+		t.Auth = &Authorization{AuthBody: *b.Authorization, Status: AuthActive, CreatedAt: e.At, Takeover: b.Takeover}
 	}
 	s.Tasks[t.ID] = t
 	t.pos = len(s.taskOrder)

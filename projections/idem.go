@@ -74,6 +74,10 @@ type IdemView struct {
 	// quiet heartbeats): not from events, never in snapshots, expired on
 	// their own clock (softidem.go).
 	soft softSet
+	// gone holds the 8-byte fingerprints of the claim-next "no task"
+	// records the collector dropped (softgone.go): soft state, loaded
+	// from the soft bucket.
+	gone map[uint64]struct{}
 }
 
 func newIdemView() *IdemView {

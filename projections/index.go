@@ -70,7 +70,7 @@ func (s *State) dequeue(t *Task) { t.queueEpoch = 0 }
 
 // reindex puts t into the index that matches its state after an event.
 func (s *State) reindex(t *Task) {
-	s.trackManual(t)
+	s.trackHeld(t)
 	switch {
 	case t.queueable():
 		if t.queueEpoch == 0 {
@@ -155,7 +155,7 @@ func (s *State) NextClaimable(now int64) *Task {
 type taskIndexes struct {
 	queue  taskQueue
 	expiry expiryHeap
-	manual []*Task // CLAIMED tasks (kept when under the manual policy)
+	held   []*Task // tasks a device holds (CLAIMED, RUNNING, WAITING_CONFIRMATION)
 }
 
 // index adds t (just restored) to the entries. A restored task's queue
@@ -163,12 +163,14 @@ type taskIndexes struct {
 // counter gives later (joinTaskIndexes starts it at the newest seq).
 func (x *taskIndexes) index(t *Task) {
 	t.queueEpoch = 0
+	if t.Open() && t.Claim != nil {
+		x.held = append(x.held, t)
+	}
 	switch {
 	case t.queueable():
 		t.queueEpoch = t.CreateSeq
 		x.queue = append(x.queue, queueEntry{createdAt: t.CreatedAt, createSeq: t.CreateSeq, taskID: t.ID, epoch: t.queueEpoch})
 	case t.State == StateClaimed && t.Claim != nil:
-		x.manual = append(x.manual, t)
 		x.expiry = append(x.expiry, expiryEntry{expiresAt: t.Claim.LeaseExpiresAt, taskID: t.ID, generation: t.Claim.Generation})
 	}
 }
@@ -184,8 +186,8 @@ func (s *State) joinTaskIndexes(parts []taskIndexes) {
 	for _, p := range parts {
 		s.queue = append(s.queue, p.queue...)
 		s.claimExpiry = append(s.claimExpiry, p.expiry...)
-		for _, t := range p.manual {
-			s.trackManual(t)
+		for _, t := range p.held {
+			s.trackHeld(t)
 		}
 	}
 	s.counts, s.unended = stateCounts{}, nil

@@ -90,6 +90,9 @@ func (s *State) LoadSoft(src Source) error {
 	if err != nil {
 		return err
 	}
+	if err := s.loadGone(src); err != nil {
+		return err
+	}
 	err = src.SoftRecords(softLease, func(key string, v []byte) error {
 		var l SoftLease
 		if err := ledger.Unmarshal(v, &l); err != nil {

@@ -92,6 +92,14 @@ func (v *IdemView) SoftLookup(scope, key string, now, retention int64) (*IdemRec
 	return decodeCompact(scope, key, []byte(raw))
 }
 
+// SoftExpired reports whether (scope, key) has a soft record that is held
+// (not collected yet) but expired at now: its key is known to have been
+// answered, and is past retention.
+func (v *IdemView) SoftExpired(scope, key string, now, retention int64) bool {
+	raw, ok := v.soft.recs[IdemID(scope, key)]
+	return ok && softExpired(softAt(raw), now, retention)
+}
+
 // SoftCount is the number of soft idempotency records held in memory
 // (expired ones included until they are collected).
 func (v *IdemView) SoftCount() int { return len(v.soft.recs) }

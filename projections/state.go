@@ -247,6 +247,16 @@ type Config struct {
 	IdempotencyRetentionMs int64
 }
 
+// CheckClaimsAgainst makes the fold refuse, from now on, a server-issued
+// claim whose secret_check is not kcv (hex): the node calls it once its
+// claim-token secret matched the stored key-check value, so every claim it
+// writes is verified to carry that value at write time (D324). "" turns
+// the check off.
+func (s *State) CheckClaimsAgainst(kcv string) { s.claimKeyCheck = kcv }
+
+// ClaimsCheckedAgainst is the key-check value CheckClaimsAgainst set.
+func (s *State) ClaimsCheckedAgainst() string { return s.claimKeyCheck }
+
 // State is every projection of the log, plus the indexes claims need.
 type State struct {
 	cfg Config
@@ -269,9 +279,11 @@ type State struct {
 	queue        taskQueue
 	claimExpiry  expiryHeap
 	queueCounter uint64
-	manualClaims map[string]struct{} // CLAIMED tasks under the manual takeover policy
-	counts       stateCounts
-	unended      []*Task // tasks not ended, in no order: the ones a capture copies
+	heldTasks    map[string]struct{} // tasks a device holds: CLAIMED, RUNNING, WAITING_CONFIRMATION
+
+	claimKeyCheck string // CheckClaimsAgainst: not state, a check of what is applied
+	counts        stateCounts
+	unended       []*Task // tasks not ended, in no order: the ones a capture copies
 }
 
 const taskPrefix = "task/"

@@ -181,6 +181,8 @@ func TestCLIServeConfiguration(t *testing.T) {
 		{[]string{"--claim-token-secret", strings.Repeat("A", 64)}, "--claim-token-secret"},
 		{[]string{"--listen", "[::]:0"}, "loopback"},
 		{[]string{"--clock=fast"}, "--clock"},
+		{[]string{"--default-takeover", "Manual"}, "--default-takeover"},
+		{[]string{"--default-takeover", ""}, "--default-takeover"},
 	}
 	// Every run also asks for the manual clock on a public address, which
 	// refuses after the configuration: a regression fails, never serves.
@@ -191,6 +193,11 @@ func TestCLIServeConfiguration(t *testing.T) {
 			t.Errorf("serve %v: exit %d, stderr %q (want exit 1 naming %s)", c.args, r.code, r.stderr, c.want)
 		}
 	}
+	t.Setenv("TASKLEDGER_DEFAULT_TAKEOVER", "never")
+	if r := reviewCLI(safe...); r.code != 1 || !strings.Contains(r.stderr, "--default-takeover") {
+		t.Errorf("TASKLEDGER_DEFAULT_TAKEOVER=never: exit %d %q", r.code, r.stderr)
+	}
+	t.Setenv("TASKLEDGER_DEFAULT_TAKEOVER", "manual")
 	t.Setenv("TASKLEDGER_PRESENCE_TTL", "1s")
 	if r := reviewCLI(safe...); r.code != 1 || !strings.Contains(r.stderr, "--presence-ttl") {
 		t.Errorf("TASKLEDGER_PRESENCE_TTL=1s: exit %d %q", r.code, r.stderr)

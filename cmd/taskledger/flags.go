@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"taskledger/commands"
+	"taskledger/projections"
 )
 
 // parseInterspersed parses flags that may stand before or after positional
@@ -91,8 +92,10 @@ type serveFlags struct {
 	authMin, authMax, retention, requiredChecks string
 	snapshotEvery, claimSecret, logLevel        string
 	metricsListen                               string
-	net                                         netFlags
-	cluster                                     clusterFlags
+
+	defaultTakeover string
+	net             netFlags
+	cluster         clusterFlags
 }
 
 // netFlags are the network settings of `serve`: TLS, timeouts, connection
@@ -261,6 +264,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	str(&f.claimSecret, "claim-token-secret", "", "claim-token secret: 64 lowercase hex (enables server-issued claim tokens)")
 	str(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	str(&f.metricsListen, "metrics-listen", "", "serve GET /metrics on this address only (plain HTTP, no token), no longer on --listen; empty: on --listen")
+
+	str(&f.defaultTakeover, "default-takeover", "reclaim", "takeover policy of an authorization that names none: reclaim or manual")
 	f.net.register(fs)
 	f.cluster.register(fs)
 }
@@ -324,6 +329,10 @@ func (f *serveFlags) config() (commands.Config, uint64, error) {
 	if len(c.RequiredChecks) > 16 {
 		return c, 0, fmt.Errorf("--required-checks: at most 16 names")
 	}
+	if f.defaultTakeover != projections.TakeoverReclaim && f.defaultTakeover != projections.TakeoverManual {
+		return c, 0, fmt.Errorf("--default-takeover: %q is not reclaim or manual", f.defaultTakeover)
+	}
+	c.DefaultTakeover = f.defaultTakeover
 	every, err := strconv.ParseUint(f.snapshotEvery, 10, 64)
 	if err != nil || every < 1000 || every > 10_000_000 {
 		return c, 0, fmt.Errorf("--snapshot-every: %q is outside its bounds 1000 – 10000000", f.snapshotEvery)
