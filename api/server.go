@@ -59,6 +59,8 @@ type Options struct {
 	Commits *Notifier
 	// Transparency serves checkpoints and proofs (nil: those routes 404).
 	Transparency *transparency.Log
+	// Backup writes the backup archive (nil: GET /admin/backup is 404).
+	Backup BackupFunc
 }
 
 // Server is the HTTP interface.
@@ -78,12 +80,13 @@ type Server struct {
 	done     chan struct{} // closed by Stopping: ends the event streams
 	stopOnce sync.Once
 	tlog     *transparency.Log
+	backupFn BackupFunc
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
 	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, log: o.Logger, metrics: o.Metrics,
-		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency}
+		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency, backupFn: o.Backup}
 	if s.metrics != nil && s.eng != nil {
 		s.metrics.WatchNeedingOperator(func() (n int) {
 			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
@@ -141,6 +144,7 @@ func New(o Options) *Server {
 	adm.GET("/events/stream", s.eventStream)
 	s.adminTokenRoutes(adm)
 	adm.GET("/log", s.rawLog)
+	adm.GET("/backup", s.backup)
 	s.auditRoutes(v1, adm)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)

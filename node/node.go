@@ -318,8 +318,13 @@ func open(cfg Config, src source) (*Node, error) {
 	case cfg.SnapshotEvery > 0 && state.Head.Seq >= last+cfg.SnapshotEvery:
 		snap.trigger()
 	}
+	var backupFn api.BackupFunc
+	if store != nil {
+		backupFn = backupFunc(store, tlog, cfg.DataDir, tclock)
+	}
 	srv := api.New(api.Options{Engine: eng, Events: backend, Blobs: blobs, ManualClock: cfg.Manual,
-		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog})
+		Logger: cfg.Logger, Metrics: metrics, Extra: metrics.Register, Commits: commits, Transparency: tlog,
+		Backup: backupFn})
 	var active func() bool
 	if src.cluster != nil {
 		active = src.cluster.sequencing
