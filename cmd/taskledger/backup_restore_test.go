@@ -168,7 +168,7 @@ func TestBackupUnderLoadRestoresEveryAcknowledgedCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wait(acks.reached(20)) // the writers commit before the backup starts
+	wait(acks.reached(20))    // the writers commit before the backup starts
 	before := acks.snapshot() // acknowledged before the backup began
 	out := filepath.Join(t.TempDir(), "ledger.tar")
 	res := proc.Exec(t, bin, "backup", "--server", s.URL, "--token-file", tokenFile(t, s), "--out", out)
