@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"sort"
@@ -44,6 +45,11 @@ type File struct {
 	SHA256 string `json:"sha256"`
 }
 
+var (
+	typeImage    = []byte(events.EvTaskReferenceImageSet)
+	typeEvidence = []byte(events.EvTaskEvidenceAttached)
+)
+
 // Scan is what one pass over a log view finds: its head, the Merkle root
 // over its events and every blob they reference.
 type Scan struct {
@@ -54,23 +60,37 @@ type Scan struct {
 
 // ScanView reads every event of the view: the events must end at the
 // view's head, and each reference image or evidence event names a blob.
-func ScanView(v *ledger.View) (*Scan, error) {
+// The Merkle root is tree's when it has reached the view's head (a
+// serving node's tree, extended after each commit), else it is computed
+// from the events.
+func ScanView(v *ledger.View, tree *merkle.Tree) (*Scan, error) {
 	head, err := v.Head()
 	if err != nil {
 		return nil, err
 	}
-	h := merkle.NewRootHasher()
+	var h *merkle.RootHasher
+	if tree == nil || tree.Size() < head.Seq {
+		h = merkle.NewRootHasher()
+	}
 	blobs := map[string]int64{}
 	var last ledger.Head
+	var lastRaw []byte
 	err = v.RangeRaw(0, func(seq uint64, raw []byte) error {
-		if err := h.Add(raw); err != nil {
-			return err
+		if h != nil {
+			if err := h.Add(raw); err != nil {
+				return err
+			}
+		}
+		last.Seq, lastRaw = seq, raw // raw stays valid while the view lasts
+		// Only two event types name a blob: the others are not decoded
+		// (a payload may quote a type's name; decoding then tells).
+		if !bytes.Contains(raw, typeImage) && !bytes.Contains(raw, typeEvidence) {
+			return nil
 		}
 		e, err := ledger.DecodeEvent(raw)
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
-		last = ledger.Head{Seq: seq, Hash: e.Hash}
 		if e.Type != events.EvTaskReferenceImageSet && e.Type != events.EvTaskEvidenceAttached {
 			return nil
 		}
@@ -91,13 +111,24 @@ func ScanView(v *ledger.View) (*Scan, error) {
 		blobs[sha] = size
 		return nil
 	})
+	if err == nil && lastRaw != nil {
+		var e ledger.Event
+		if e, err = ledger.DecodeEvent(lastRaw); err == nil {
+			last.Hash = e.Hash
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	if last.Seq != head.Seq || (head.Seq > 0 && hex.EncodeToString(last.Hash) != hex.EncodeToString(head.Hash)) {
 		return nil, fmt.Errorf("%w: the head record names seq %d, the events end at seq %d", ledger.ErrCorrupt, head.Seq, last.Seq)
 	}
-	root, err := h.Root()
+	var root []byte
+	if h != nil {
+		root, err = h.Root()
+	} else {
+		root, err = tree.Root(head.Seq)
+	}
 	if err != nil {
 		return nil, err
 	}

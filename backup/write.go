@@ -15,6 +15,7 @@ import (
 
 	"taskledger/ledger"
 	"taskledger/ledger/checkpoint"
+	"taskledger/ledger/merkle"
 )
 
 // Source is what a backup copies besides the log view: the data directory
@@ -23,6 +24,9 @@ type Source struct {
 	DataDir string
 	Key     *checkpoint.Key
 	Now     time.Time
+	// Tree, when set, is the serving node's Merkle tree: its root of the
+	// copy's head is used instead of hashing every event again.
+	Tree *merkle.Tree
 }
 
 // Plan is a backup decided inside one view: what it will copy.
@@ -36,7 +40,7 @@ type Plan struct {
 // NewPlan scans the view (head, Merkle root, referenced blobs) and reads
 // the key file.
 func NewPlan(v *ledger.View, src Source) (*Plan, error) {
-	scan, err := ScanView(v)
+	scan, err := ScanView(v, src.Tree)
 	if err != nil {
 		return nil, fmt.Errorf("backup: read the log: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 func backupFunc(store *ledger.Store, tlog *transparency.Log, dataDir string, clock transparency.Clock) api.BackupFunc {
 	return func(w io.Writer, started func(uint64, int64)) error {
 		return store.View(func(v *ledger.View) error {
-			p, err := backup.NewPlan(v, backup.Source{DataDir: dataDir, Key: tlog.Key(), Now: clock.Now()})
+			p, err := backup.NewPlan(v, backup.Source{DataDir: dataDir, Key: tlog.Key(), Now: clock.Now(), Tree: tlog.Tree()})
 			if err != nil {
 				return err
 			}

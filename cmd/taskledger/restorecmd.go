@@ -81,7 +81,7 @@ func checkArchive(r io.Reader, tmp, key string, cfg projections.Config) (*backup
 		return nil, nil, fmt.Errorf("the log fails verify: %w", err)
 	}
 	var scan *backup.Scan
-	if err := store.View(func(v *ledger.View) (err error) { scan, err = backup.ScanView(v); return err }); err != nil {
+	if err := store.View(func(v *ledger.View) (err error) { scan, err = backup.ScanView(v, rep.Tree); return err }); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", backup.ErrDamaged, err)
 	}
 	if err := backup.CheckLog(m, scan); err != nil {
