@@ -48,6 +48,18 @@ func NewPlan(v *ledger.View, src Source) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: read the checkpoint key: %w", err)
 	}
+	for _, b := range scan.Blobs { // refused before the first byte; content is checked as it is copied
+		st, err := os.Stat(filepath.Join(src.DataDir, ledger.BlobDir, b.SHA256))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s is missing", ErrBlob, b.SHA256)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBlob, err)
+		}
+		if st.Size() != b.Size {
+			return nil, fmt.Errorf("%w: %s holds %d bytes, the log records %d", ErrBlob, b.SHA256, st.Size(), b.Size)
+		}
+	}
 	return &Plan{view: v, src: src, scan: scan, key: key}, nil
 }
 

@@ -420,3 +420,47 @@ func TestRestoreRefusesADamagedArchiveAndWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+func TestBackupRefusesWhatItCannotCopy(t *testing.T) {
+	bin := proc.Taskledger(t)
+	s := proc.Serve(t, bin, "", "--device-rate", "0")
+	out := filepath.Join(t.TempDir(), "b.tar")
+	exists := filepath.Join(t.TempDir(), "exists.tar")
+	if err := os.WriteFile(exists, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badToken := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(badToken, []byte("tl_admin_not-a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a cluster ledger", []string{"--ledger", "nats://127.0.0.1:4222", "--out", out}, "nats stream backup"},
+		{"an existing file", []string{"--data", s.Data, "--out", exists}, "exists"},
+		{"a running server's data offline", []string{"--data", s.Data, "--out", out}, "in use by another process"},
+		{"no ledger", []string{"--data", t.TempDir(), "--out", out}, "no ledger"},
+		{"an unknown token", []string{"--server", s.URL, "--token-file", badToken, "--out", out}, "unauthorized"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := proc.Exec(t, bin, append([]string{"backup"}, tc.args...)...)
+			if res.Code != 1 || !strings.Contains(res.Stderr, tc.want) {
+				t.Fatalf("backup %v: exit %d, stderr %q; want exit 1 naming %q", tc.args, res.Code, res.Stderr, tc.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Fatalf("a refused backup left %s", out)
+			}
+			if _, err := os.Stat(out + ".partial"); !os.IsNotExist(err) {
+				t.Fatalf("a refused backup left %s.partial", out)
+			}
+		})
+	}
+	if res := proc.Exec(t, bin, "restore", "--from", out, "--data", filepath.Join(t.TempDir(), "d"), "--ledger", "nats://x:1"); res.Code != 1 || !strings.Contains(res.Stderr, "migrate") {
+		t.Fatalf("restore --ledger: exit %d %q", res.Code, res.Stderr)
+	}
+	if res := proc.Exec(t, bin, "restore", "--from", out, "--data", filepath.Join(t.TempDir(), "no", "such", "parent")); res.Code != 1 || !strings.Contains(res.Stderr, "parent directory") {
+		t.Fatalf("restore under a missing parent: exit %d %q", res.Code, res.Stderr)
+	}
+}
