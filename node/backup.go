@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"io"
 
 	"taskledger/api"
@@ -21,8 +22,11 @@ func backupFunc(store *ledger.Store, tlog *transparency.Log, dataDir string, clo
 				return err
 			}
 			started(p.Head().Seq, p.Size())
-			_, err = p.Write(w)
-			return err
+			bw := bufio.NewWriterSize(w, 1<<20) // fewer, larger writes to the connection
+			if _, err := p.Write(bw); err != nil {
+				return err
+			}
+			return bw.Flush()
 		})
 	}
 }

@@ -129,7 +129,7 @@ func remoteBackup(r remoteFlags, out string, stderr io.Writer) (*backup.Manifest
 	}
 	size, _ := strconv.ParseInt(resp.Header.Get("X-Backup-Size"), 10, 64)
 	return writeArchive(out, size, stderr, func(w io.Writer) (*backup.Manifest, error) {
-		return readManifest(io.TeeReader(resp.Body, w))
+		return readManifest(io.TeeReader(bufio.NewReaderSize(resp.Body, 1<<20), w))
 	})
 }
 
@@ -167,7 +167,7 @@ func readManifest(r io.Reader) (*backup.Manifest, error) {
 // progress bar on a terminal), fsyncs it and renames it to out.
 func writeArchive(out string, total int64, stderr io.Writer, fill func(io.Writer) (*backup.Manifest, error)) (*backup.Manifest, int64, error) {
 	tmp := out + ".partial"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, direct, err := openDirect(tmp)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -178,19 +178,27 @@ func writeArchive(out string, total int64, stderr io.Writer, fill func(io.Writer
 			os.Remove(tmp)
 		}
 	}()
-	var sink io.Writer = f
+	var dst io.Writer
+	var flush func() error
+	if direct {
+		dw := newDirectWriter(f)
+		dst, flush = dw, dw.Flush
+	} else {
+		bw := bufio.NewWriterSize(f, 1<<20)
+		dst, flush = bw, bw.Flush
+	}
+	sink := dst
 	var bar *progressbar.ProgressBar
 	if isTerminal(stderr) {
 		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(stderr),
 			progressbar.OptionSetDescription("backup"), progressbar.OptionShowBytes(true),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-		sink = io.MultiWriter(f, bar)
+		sink = io.MultiWriter(dst, bar)
 	}
 	cw := &countWriter{w: sink}
-	bw := bufio.NewWriterSize(cw, 1<<20)
-	m, err := fill(bw)
+	m, err := fill(cw)
 	if err == nil {
-		err = bw.Flush()
+		err = flush()
 	}
 	if err == nil {
 		err = f.Sync()
