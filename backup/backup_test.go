@@ -173,3 +173,28 @@ func TestAnArchiveRestoresAndNamesItsHead(t *testing.T) {
 		t.Fatalf("the installed directory is a target: %v", err)
 	}
 }
+
+func TestNewestAndPruneReadOnlyScheduledArchives(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{backup.FileName(3), backup.FileName(12), backup.FileName(7), "other.tar",
+		backup.FilePrefix + "123.tar.partial", backup.FilePrefix + "12.tar"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq, ok := backup.Newest(dir); !ok || seq != 12 {
+		t.Fatalf("newest %d %v, want 12", seq, ok)
+	}
+	removed, err := backup.Prune(dir, 2)
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("prune removed %v (%v), want the partial file and the oldest archive", removed, err)
+	}
+	for _, name := range []string{backup.FileName(12), backup.FileName(7), "other.tar", backup.FilePrefix + "12.tar"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, ok := backup.Newest(t.TempDir()); ok {
+		t.Fatal("an empty directory has a newest archive")
+	}
+}

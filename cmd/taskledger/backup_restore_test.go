@@ -464,3 +464,31 @@ func TestBackupRefusesWhatItCannotCopy(t *testing.T) {
 		t.Fatalf("restore under a missing parent: exit %d %q", res.Code, res.Stderr)
 	}
 }
+
+func TestServeRefusesABadBackupSchedule(t *testing.T) {
+	bin := proc.Taskledger(t)
+	data := t.TempDir()
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backup-dir", t.TempDir(), "--backup-every", "30s"}, "--backup-every: 30s is outside its bounds 1m0s – 720h0m0s"},
+		{[]string{"--backup-dir", t.TempDir(), "--backup-every", "often"}, "--backup-every: \"often\" is not a duration"},
+		{[]string{"--backup-dir", t.TempDir(), "--backup-keep", "0"}, "--backup-keep: \"0\" is outside its bounds 1 – 1000"},
+		{[]string{"--backup-dir", filepath.Join(data, "backups")}, "is inside the data directory"},
+		{[]string{"--backup-dir", filepath.Join(file, "sub")}, "--backup-dir"},
+		{[]string{"--backup-dir", t.TempDir(), "--ledger", "nats://127.0.0.1:4222", "--advertise", "http://127.0.0.1:1"}, "--backup-dir is refused with --ledger"},
+	} {
+		res := proc.Exec(t, bin, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0"}, tc.args...)...)
+		if res.Code != 1 || !strings.Contains(res.Stderr, tc.want) {
+			t.Errorf("serve %v: exit %d, stderr %q; want exit 1 naming %q", tc.args, res.Code, res.Stderr, tc.want)
+		}
+	}
+	if ents, _ := os.ReadDir(data); len(ents) != 0 {
+		t.Fatalf("a refused start wrote %v", ents)
+	}
+}

@@ -92,6 +92,7 @@ type serveFlags struct {
 	snapshotEvery, claimSecret, logLevel        string
 	net                                         netFlags
 	cluster                                     clusterFlags
+	backup                                      backupFlags
 }
 
 // netFlags are the network settings of `serve`: TLS, timeouts, connection
@@ -261,6 +262,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	str(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.net.register(fs)
 	f.cluster.register(fs)
+	f.backup.register(fs)
 }
 
 func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {

@@ -57,6 +57,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
+	sched, err := f.backup.config(f.data, f.cluster.nats.ledger != "")
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
 	level, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return fail(stderr, "--log-level: %v", err)
@@ -70,6 +74,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		return fail(stderr, "%v", err)
 	}
 	ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+		BackupDir: sched.dir, BackupEvery: sched.every, BackupKeep: sched.keep,
 		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }}
 	var nd *node.Node
 	if f.cluster.nats.ledger != "" {
