@@ -193,7 +193,7 @@ func writeArchive(out string, total int64, stderr io.Writer, fill func(io.Writer
 		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(stderr),
 			progressbar.OptionSetDescription("backup"), progressbar.OptionShowBytes(true),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-		sink = io.MultiWriter(dst, bar)
+		sink = io.MultiWriter(dst, barWriter{bar})
 	}
 	cw := &countWriter{w: sink}
 	m, err := fill(cw)
@@ -238,4 +238,18 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
+}
+
+// barWriter advances a progress bar and never fails the copy: the total
+// is an estimate (the manifest's size is not in it), so it grows the bar's
+// maximum when the archive passes it.
+type barWriter struct{ bar *progressbar.ProgressBar }
+
+func (b barWriter) Write(p []byte) (int, error) {
+	st := b.bar.State()
+	if next := st.CurrentNum + int64(len(p)); next > st.Max {
+		b.bar.ChangeMax64(next)
+	}
+	_ = b.bar.Add(len(p))
+	return len(p), nil
 }
