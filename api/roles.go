@@ -68,6 +68,8 @@ var routeRoles = map[string][]wire.Role{
 	"GET /api/v1/admin/admin-tokens":               adminOnly,
 	"GET /api/v1/admin/admin-tokens/:name":         adminOnly,
 	"POST /api/v1/admin/admin-tokens/:name/revoke": adminOnly,
+	// The backup archive holds the checkpoint signing key: admin only.
+	"GET /api/v1/admin/backup": adminOnly,
 }
 
 // errInsufficientRole refuses a route the token's role does not allow.

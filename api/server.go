@@ -68,6 +68,8 @@ type Options struct {
 	// data directory's file system (statfs); below MinFreeBytes /readyz
 	// answers disk_full.
 	FreeSpace func() (uint64, error)
+	// Backup writes the backup archive (nil: GET /admin/backup is 404).
+	Backup BackupFunc
 }
 
 // Server is the HTTP interface.
@@ -89,12 +91,14 @@ type Server struct {
 	tlog     *transparency.Log
 	ready    func() string
 	free     func() (uint64, error)
+	backupFn BackupFunc
 }
 
 // New builds the server and its routes.
 func New(o Options) *Server {
 	s := &Server{eng: o.Engine, events: o.Events, blobs: o.Blobs, log: o.Logger, metrics: o.Metrics,
-		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency, ready: o.Ready, free: o.FreeSpace}
+		notify: o.Commits, done: make(chan struct{}), tlog: o.Transparency, ready: o.Ready, free: o.FreeSpace,
+		backupFn: o.Backup}
 	if s.metrics != nil && s.eng != nil {
 		s.metrics.WatchNeedingOperator(func() (n int) {
 			s.eng.ReadNow(func(st *projections.State, now int64) { n = st.NeedingOperator(now) })
@@ -154,6 +158,7 @@ func New(o Options) *Server {
 	adm.GET("/events/stream", s.eventStream)
 	s.adminTokenRoutes(adm)
 	adm.GET("/log", s.rawLog)
+	adm.GET("/backup", s.backup)
 	s.auditRoutes(v1, adm)
 	if o.ManualClock {
 		adm.POST("/test-clock/advance", s.advanceClock)

@@ -54,6 +54,14 @@ type Config struct {
 	// FreeSpace, when set, replaces the statfs of DataDir that /readyz
 	// holds against api.MinFreeBytes (tests simulate a full disk).
 	FreeSpace func() (uint64, error)
+	// BackupDir, when set, receives a backup archive every BackupEvery
+	// (serve --backup-dir, --backup-every), the BackupKeep newest kept;
+	// BackupWritten, when set, is told about each interval: the archive
+	// written, the error, or neither (skipped: the head is backed up).
+	BackupDir     string
+	BackupEvery   time.Duration
+	BackupKeep    int
+	BackupWritten func(path string, err error)
 	// SoftCollectEvery is how often expired soft idempotency records are
 	// deleted (0: DefaultSoftCollectEvery); they are also deleted at start.
 	SoftCollectEvery time.Duration
@@ -86,7 +94,8 @@ type Node struct {
 	head         *headFile
 	snap         *snapshotter
 	soft         *softCollector
-	cluster      *clusterLink // nil on bbolt
+	backups      *backupScheduler // nil without BackupDir
+	cluster      *clusterLink     // nil on bbolt
 }
 
 // Errors of start-up refusals.
@@ -358,15 +367,23 @@ func open(cfg Config, src source) (*Node, error) {
 	if src.cluster != nil {
 		ready = src.cluster.readiness
 	}
+	var backupFn api.BackupFunc
+	if store != nil {
+		backupFn = backupFunc(store, tlog, cfg.DataDir, tclock)
+	}
 	srv := api.New(api.Options{Engine: eng, Events: backend, Blobs: blobs, ManualClock: cfg.Manual,
 		Logger: cfg.Logger, Metrics: metrics, Extra: extra, Commits: commits, Transparency: tlog,
-		Ready: ready, FreeSpace: free})
+		Ready: ready, FreeSpace: free, Backup: backupFn})
 	var active func() bool
 	if src.cluster != nil {
 		active = src.cluster.sequencing
 	}
+	var backups *backupScheduler
+	if backupFn != nil && cfg.BackupDir != "" && cfg.BackupEvery > 0 {
+		backups = startBackupScheduler(cfg, backupFn, eng)
+	}
 	return &Node{Store: store, Log: backend, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
-		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, active, cfg.Logger)}, nil
+		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, active, cfg.Logger), backups: backups}, nil
 }
 
 // Load builds the projections from the newest valid snapshot and the log
@@ -530,6 +547,7 @@ func (n *Node) Close() error {
 		n.cluster.stopLoops()
 	}
 	n.soft.close()
+	n.backups.close() // a backup in progress ends before the log closes
 	n.Engine.Close()
 	if n.cluster != nil {
 		n.cluster.release() // a standby takes over without waiting for the lease to expire

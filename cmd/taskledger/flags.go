@@ -92,10 +92,10 @@ type serveFlags struct {
 	authMin, authMax, retention, requiredChecks string
 	snapshotEvery, claimSecret, logLevel        string
 	metricsListen                               string
-
-	defaultTakeover string
-	net             netFlags
-	cluster         clusterFlags
+	defaultTakeover                             string
+	net                                         netFlags
+	cluster                                     clusterFlags
+	backup                                      backupFlags
 }
 
 // netFlags are the network settings of `serve`: TLS, timeouts, connection
@@ -268,6 +268,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	str(&f.defaultTakeover, "default-takeover", "reclaim", "takeover policy of an authorization that names none: reclaim or manual")
 	f.net.register(fs)
 	f.cluster.register(fs)
+	f.backup.register(fs)
 }
 
 func duration(name, v string, lo, hi time.Duration) (time.Duration, error) {

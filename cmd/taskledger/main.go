@@ -58,6 +58,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
+	sched, err := f.backup.config(f.data, f.cluster.nats.ledger != "")
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
 	level, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return fail(stderr, "--log-level: %v", err)
@@ -79,6 +83,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		defer mln.Close()
 	}
 	ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+		BackupDir: sched.dir, BackupEvery: sched.every, BackupKeep: sched.keep,
 		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }, MetricsElsewhere: mln != nil}
 	var nd *node.Node
 	handler := &startingHandler{}

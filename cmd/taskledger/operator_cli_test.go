@@ -221,7 +221,7 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 		{"device", "register", "--help"}, {"device", "list", "--help"}, {"device", "show", "--help"},
 		{"device", "revoke", "--help"}, {"admin-token", "--help"}, {"admin-token", "list", "--help"},
 		{"admin-token", "create", "--help"}, {"admin-token", "revoke", "--help"},
-		{"events", "--help"}, {"version", "--help"}, {"completion", "bash"}, {"completion", "zsh"}} {
+		{"events", "--help"}, {"backup", "--help"}, {"restore", "--help"}, {"version", "--help"}, {"completion", "bash"}, {"completion", "zsh"}} {
 		r := reviewCLI(args...)
 		if r.code != 0 || len(r.stdout) < 40 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)

@@ -57,6 +57,10 @@ var legacyCommands = []legacy{
 		"Write the consistency proof between two tree sizes of a stopped ledger, for audit-verify --consistency.", cmdAuditProof},
 	{"audit-verify", "check an audit bundle, or that a log only grew, with no ledger and no network",
 		"audit-verify FILE [--key VERIFIER]: check an audit bundle (signature, every inclusion proof, the task's own rules) and print the history; any flipped byte fails with the reason.\naudit-verify --consistency OLD NEW --proof FILE --key VERIFIER: check that the log of checkpoint NEW extends the log of OLD.", cmdAuditVerify},
+	{"backup", "a consistent backup archive of a running server (--server) or a stopped ledger (--data)",
+		"backup --out FILE: write one archive (tar) holding the log copied from one read transaction, every blob it references, the checkpoint signing key and a manifest (head seq and hash, Merkle root, a checkpoint of the head signed now, every file's size and SHA-256). With --server URL (or TASKLEDGER_SERVER) and an admin token (--token-file FILE or TASKLEDGER_TOKEN) it is streamed from the running server (GET /api/v1/admin/backup) while it keeps serving; otherwise from the stopped ledger in --data. A progress bar on a terminal; the last line gives bytes and MB/s. The archive holds the checkpoint signing key: keep it like a secret.", cmdBackup},
+	{"restore", "restore a backup archive into a new data directory, checked completely first",
+		"restore --from FILE --data DIR [--key VERIFIER]: refuses a non-empty DIR; unpacks into a temporary directory beside DIR and checks everything there (every entry's size and SHA-256 against the manifest, the checkpoint's signature (by --key when given) and that it covers the manifest's head and root, the whole log as verify checks it, its head, Merkle root and blob set against the manifest), then renames it into place. A damaged archive is refused with the reason and nothing is written.", cmdRestore},
 	{"agent", "the device agent (enroll, run, status, resolve)", "The device agent: enroll a device, run it against a server, show its status, resolve a stuck task.", agent.Main},
 }
 

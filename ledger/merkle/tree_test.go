@@ -203,3 +203,24 @@ func BenchmarkAppendPerEvent(b *testing.B) {
 		seq += uint64(n)
 	}
 }
+
+func TestRootHasherGivesTheTreesRoot(t *testing.T) {
+	tr, h := merkle.New(), merkle.NewRootHasher()
+	for i := uint64(1); i <= 37; i++ {
+		raw := []byte{byte(i), byte(i >> 8), 7}
+		if err := tr.Append(i, [][]byte{raw}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Add(raw); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := tr.Root(i)
+		got, err := h.Root()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("size %d: root %x, tree %x (%v)", i, got, want, err)
+		}
+	}
+	if r, _ := merkle.NewRootHasher().Root(); !bytes.Equal(r, merkle.EmptyRoot()) {
+		t.Fatalf("empty root %x", r)
+	}
+}
