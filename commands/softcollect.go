@@ -26,10 +26,13 @@ func (c *CollectSoft) Decide(x *Ctx) (*Decision, error) {
 	}
 	now, retention := x.Now, x.Cfg.IdempotencyRetention.Milliseconds()
 	ids := x.State.Idem.ExpiredSoft(now, retention, limit)
-	if len(ids) == 0 {
+	// Fingerprints of collected "no task" keys are kept one more retention
+	// (D325).
+	goneKeys := x.State.Idem.ExpiredGone(now, retention)
+	if len(ids) == 0 && len(goneKeys) == 0 {
 		return &Decision{Answer: func(*projections.State) Result { return Result{Value: 0} }}, nil
 	}
-	del := make([]ledger.SoftRecord, len(ids), len(ids)+1)
+	del := make([]ledger.SoftRecord, len(ids), len(ids)+len(goneKeys)+1)
 	var gone []uint64
 	for i, id := range ids {
 		key, _ := x.State.Idem.SoftKey(id) // ExpiredSoft lists held records only
@@ -38,16 +41,22 @@ func (c *CollectSoft) Decide(x *Ctx) (*Decision, error) {
 			gone = append(gone, projections.GoneFingerprint(id))
 		}
 	}
+	for _, k := range goneKeys {
+		del = append(del, ledger.SoftRecord{Key: k})
+	}
+	goneKey := x.State.Idem.NextGoneKey(now)
 	if len(gone) > 0 {
 		// the collected "no task" keys stay expired (D322)
-		del = append(del, ledger.SoftRecord{Key: projections.SoftGoneKey(now, x.State.Idem.GoneCount()),
-			Value: projections.EncodeGone(gone)})
+		del = append(del, ledger.SoftRecord{Key: goneKey, Value: projections.EncodeGone(gone)})
 	}
 	return &Decision{
 		Soft: del,
 		Effect: func(s *projections.State) {
 			s.Idem.DropExpiredSoft(now, retention, limit)
-			s.Idem.AddGone(gone)
+			s.Idem.DropExpiredGone(now, retention)
+			if len(gone) > 0 {
+				s.Idem.AddGone(goneKey, now, gone)
+			}
 		},
 		Answer: func(*projections.State) Result { return Result{Value: len(ids)} },
 	}, nil

@@ -7,6 +7,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/node/nodetest"
+	"taskledger/projections"
 )
 
 // A claim-next key answered "no task" stays expired after the collector
@@ -36,4 +37,39 @@ func TestCollectedNoTaskKeyNeverClaims(t *testing.T) {
 	r.MustRefuse(t, h, rd.ClaimWith(key, tok), http.StatusConflict, "idempotency_key_expired")
 	got, _ := rd.Claim()
 	nodetest.Must(t, got, http.StatusOK)
+}
+
+// The fingerprints of collected "no task" keys are kept one more retention
+// and then deleted, from memory and from the soft bucket, so a poll-only
+// fleet stays bounded (D325): the key answers idempotency_key_expired up
+// to twice the retention after its poll.
+func TestCollectedNoTaskKeysAreForgottenAfterASecondRetention(t *testing.T) {
+	retention := func(c *commands.Config) { c.IdempotencyRetention = time.Hour }
+	n := nodetest.Start(t, nodetest.WithConfig(retention))
+	d := n.ReadyDevice(t)
+	key, tok := nodetest.NewKey(), nodetest.NewClaimToken()
+	nodetest.Must(t, d.ClaimWith(key, tok), http.StatusNoContent)
+	n.Advance(time.Hour)
+	if got := collect(t, n); got != 1 {
+		t.Fatalf("collected %d records, want 1", got)
+	}
+	gone := func(n *nodetest.Node) (mem, disk int) {
+		n.Engine.Read(func(s *projections.State) { mem = s.Idem.GoneCount() })
+		if err := n.Store.SoftRecords("idemgone/", func(string, []byte) error { disk++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return mem, disk
+	}
+	if mem, disk := gone(n); mem != 1 || disk != 1 {
+		t.Fatalf("after the collection: %d fingerprints held, %d records of them on disk; want 1 and 1", mem, disk)
+	}
+	n.Advance(59 * time.Minute) // still within the second retention
+	collect(t, n)
+	nodetest.Must(t, d.Ready(), http.StatusOK)
+	n.MustRefuse(t, n.Head(), d.ClaimWith(key, tok), http.StatusConflict, "idempotency_key_expired")
+	n.Advance(time.Minute) // the second retention is over
+	collect(t, n)
+	if mem, disk := gone(n); mem != 0 || disk != 0 {
+		t.Fatalf("after a second retention: %d fingerprints held, %d records on disk; want none", mem, disk)
+	}
 }

@@ -75,9 +75,12 @@ type IdemView struct {
 	// their own clock (softidem.go).
 	soft softSet
 	// gone holds the 8-byte fingerprints of the claim-next "no task"
-	// records the collector dropped (softgone.go): soft state, loaded
-	// from the soft bucket.
+	// records the collector dropped (softgone.go), for one retention
+	// after their collection: soft state, loaded from the soft bucket.
 	gone map[uint64]struct{}
+	// goneBatches are gone's soft records, oldest collection first.
+	goneBatches []goneBatch
+	goneSeq     int
 }
 
 func newIdemView() *IdemView {

@@ -16,7 +16,10 @@ import (
 // keeps, for each claim-next record it drops, an 8-byte fingerprint of its
 // scope and key (a tenth of the record), written as one soft record per
 // collect (SoftGoneKey) in the same batch as the deletes, loaded at start.
-// A fresh key matches one only by a 64-bit collision.
+// A fresh key matches one only by a 64-bit collision. The fingerprints are
+// kept for one more retention (D325): a poll-only fleet holds at most two
+// retentions' worth of its polls, so memory and disk stay bounded; a key
+// replayed more than twice the retention after its poll is decided afresh.
 
 // softGone is the prefix of the soft records of collected fingerprints.
 const softGone = "idemgone/"
@@ -25,6 +28,13 @@ const softGone = "idemgone/"
 // now wrote (seq orders collects of the same millisecond).
 func SoftGoneKey(now int64, seq int) string {
 	return fmt.Sprintf("%s%020d/%06d", softGone, now, seq)
+}
+
+// goneBatch is one collect's fingerprints: its soft record's key and time.
+type goneBatch struct {
+	key string
+	at  int64
+	fps []uint64
 }
 
 // GoneFingerprint is the 8-byte fingerprint of an idempotency id.
@@ -48,14 +58,48 @@ func EncodeGone(fps []uint64) []byte {
 	return b
 }
 
-// AddGone records collected fingerprints.
-func (v *IdemView) AddGone(fps []uint64) {
+// NextGoneKey is the soft-record key for the fingerprints a collect at now
+// writes.
+func (v *IdemView) NextGoneKey(now int64) string { return SoftGoneKey(now, v.goneSeq) }
+
+// AddGone records the fingerprints a collect at at wrote under key.
+func (v *IdemView) AddGone(key string, at int64, fps []uint64) {
 	if v.gone == nil {
 		v.gone = make(map[uint64]struct{}, len(fps))
 	}
 	for _, f := range fps {
 		v.gone[f] = struct{}{}
 	}
+	v.goneBatches = append(v.goneBatches, goneBatch{key: key, at: at, fps: fps})
+	v.goneSeq++
+}
+
+// ExpiredGone lists the soft-record keys of the fingerprints collected at
+// or before now-horizon, oldest first.
+func (v *IdemView) ExpiredGone(now, horizon int64) []string {
+	var keys []string
+	for _, b := range v.goneBatches {
+		if b.at > now-horizon {
+			break
+		}
+		keys = append(keys, b.key)
+	}
+	return keys
+}
+
+// DropExpiredGone forgets the fingerprints ExpiredGone lists.
+func (v *IdemView) DropExpiredGone(now, horizon int64) {
+	n := 0
+	for _, b := range v.goneBatches {
+		if b.at > now-horizon {
+			break
+		}
+		for _, f := range b.fps {
+			delete(v.gone, f)
+		}
+		n++
+	}
+	v.goneBatches = append(v.goneBatches[:0:0], v.goneBatches[n:]...)
 }
 
 // Gone reports whether (scope, key) is a collected claim-next "no task"
@@ -68,17 +112,20 @@ func (v *IdemView) Gone(scope, key string) bool {
 // GoneCount is the number of collected fingerprints held.
 func (v *IdemView) GoneCount() int { return len(v.gone) }
 
-// loadGone loads the collected fingerprints from the soft bucket.
+// loadGone loads the collected fingerprints from the soft bucket (keys in
+// time order).
 func (s *State) loadGone(src Source) error {
 	return src.SoftRecords(softGone, func(key string, v []byte) error {
-		if len(v)%8 != 0 {
+		var at int64
+		var seq int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(key, softGone), "%d/%d", &at, &seq); err != nil || len(v)%8 != 0 {
 			return fmt.Errorf("%w: collected keys %s: %d bytes", ledger.ErrCorrupt, key, len(v))
 		}
 		fps := make([]uint64, len(v)/8)
 		for i := range fps {
 			fps[i] = binary.BigEndian.Uint64(v[8*i:])
 		}
-		s.Idem.AddGone(fps)
+		s.Idem.AddGone(key, at, fps)
 		return nil
 	})
 }
