@@ -3,6 +3,7 @@ package nodetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,4 +79,62 @@ func TestValidatorRefusesUndeclaredAnswers(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("a conforming answer was reported: %q", got)
 	}
+}
+
+// TestOpenAPIDocumentServesGenerators holds what third-party generators
+// need of the document: every operation has a unique, stable operationId
+// and says its security (public routes `security: []`), and every enum
+// names its constants (x-enum-varnames) so no generator derives a bare
+// name that collides with one of its own (oapi-codegen's `Client`).
+func TestOpenAPIDocumentServesGenerators(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			switch {
+			case op.OperationID == "":
+				t.Errorf("%s has no operationId", where)
+			case ids[op.OperationID] != "":
+				t.Errorf("%s and %s share the operationId %q", where, ids[op.OperationID], op.OperationID)
+			}
+			ids[op.OperationID] = where
+			if op.Security == nil {
+				t.Errorf("%s does not declare its security (public: security: [])", where)
+			}
+			has4xx := false
+			for code := range op.Responses.Map() {
+				has4xx = has4xx || strings.HasPrefix(code, "4")
+			}
+			if !has4xx {
+				t.Errorf("%s lists no 4xx answer", where)
+			}
+		}
+	}
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if e, ok := v["enum"].([]any); ok && len(e) > 0 {
+				if names, ok := v["x-enum-varnames"].([]any); !ok || len(names) != len(e) {
+					t.Errorf("%s: an enum without x-enum-varnames for each value", where)
+				}
+			}
+			for k, x := range v {
+				walk(where+"/"+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s/%d", where, i), x)
+			}
+		}
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(api.OpenAPI, &raw); err != nil {
+		t.Fatal(err)
+	}
+	walk("#", raw)
 }
