@@ -149,7 +149,7 @@ func TestPollOnlyFleetStaysBounded(t *testing.T) {
 		devices = append(devices, n.RegisterDevice())
 	}
 	head := n.Head()
-	var sizeAt3 int64
+	var sizeAtSteady int64
 	most := 0
 	for w := range windows {
 		for range steps {
@@ -163,14 +163,19 @@ func TestPollOnlyFleetStaysBounded(t *testing.T) {
 			most = max(most, mem)
 		}
 		if w == 2 {
-			sizeAt3 = fileSize(t, n.Dir)
+			sizeAtSteady = fileSize(t, n.Dir)
 		}
 	}
 	if limit := steps * perStep; most > limit {
 		t.Fatalf("up to %d soft records held; a window holds at most %d", most, limit)
 	}
-	if size := fileSize(t, n.Dir); size > sizeAt3+sizeAt3/4 {
-		t.Fatalf("ledger file grew from %d bytes after 3 windows to %d after %d", sizeAt3, size, windows)
+	// bbolt grows its file by doubling, and this ledger sits near a step
+	// (256 KiB): one doubling over the run is page layout (it came in 1 of
+	// 8 runs before the fingerprints of D325, 5 of 10 after); the records a
+	// leak would keep (500 polls a window, ~300 bytes each) would be 2.5 MB
+	// more over 17 windows, three doublings.
+	if size := fileSize(t, n.Dir); size > 2*sizeAtSteady {
+		t.Fatalf("ledger file grew from %d bytes after 3 windows to %d after %d", sizeAtSteady, size, windows)
 	}
 	if n.Head() != head {
 		t.Fatalf("polling appended events: head %d → %d", head, n.Head())
