@@ -392,18 +392,7 @@ func (s *Store) Range(after uint64, fn func(*Event) error) error {
 // Stream, the actor and the idempotency key and fingerprint are copies,
 // as Range gives them.)
 func (s *Store) RangeTransient(after uint64, fn func(*Event) error) error {
-	in := interner{transient: true}
-	var e Event
-	return s.RangeRaw(after, func(seq uint64, raw []byte) error {
-		e = Event{}
-		if !decodeEventFast(raw, &e, &in) {
-			var err error
-			if e, err = decodeEventGeneric(raw); err != nil {
-				return fmt.Errorf("seq %d: %w", seq, err)
-			}
-		}
-		return fn(&e)
-	})
+	return rangeTransient(s.RangeRaw, after, fn)
 }
 
 // ErrStop ends a Range early without an error.
@@ -561,5 +550,22 @@ func (s *Store) Check() error {
 			}
 		}
 		return first
+	})
+}
+
+// rangeTransient decodes the raw events rangeRaw gives into one Event,
+// reused from one call of fn to the next (see Store.RangeTransient).
+func rangeTransient(rangeRaw func(uint64, func(uint64, []byte) error) error, after uint64, fn func(*Event) error) error {
+	in := interner{transient: true}
+	var e Event
+	return rangeRaw(after, func(seq uint64, raw []byte) error {
+		e = Event{}
+		if !decodeEventFast(raw, &e, &in) {
+			var err error
+			if e, err = decodeEventGeneric(raw); err != nil {
+				return fmt.Errorf("seq %d: %w", seq, err)
+			}
+		}
+		return fn(&e)
 	})
 }

@@ -64,16 +64,5 @@ func (v *View) RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) err
 // RangeTransient is Store.RangeTransient as of the view: the events'
 // bodies and hashes are valid only during the call.
 func (v *View) RangeTransient(after uint64, fn func(*Event) error) error {
-	in := interner{transient: true}
-	var e Event
-	return v.RangeRaw(after, func(seq uint64, raw []byte) error {
-		e = Event{}
-		if !decodeEventFast(raw, &e, &in) {
-			var err error
-			if e, err = decodeEventGeneric(raw); err != nil {
-				return fmt.Errorf("seq %d: %w", seq, err)
-			}
-		}
-		return fn(&e)
-	})
+	return rangeTransient(v.RangeRaw, after, fn)
 }

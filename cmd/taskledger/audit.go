@@ -24,6 +24,24 @@ import (
 // shared lock (readers); otherwise the exclusive one, which also keeps a
 // server from starting meanwhile. On failure it prints the reason and
 // returns the exit code.
+// openReadBackend opens the log a read-only command reads: the stream of
+// --ledger (bound, never created or changed), or the bbolt file in dir.
+// On failure it says why on stderr and returns the exit code.
+func openReadBackend(nf *natsFlags, dir string, stderr io.Writer) (ledger.Backend, int) {
+	if nf.ledger != "" {
+		log, code := nf.openOrFail(stderr)
+		if log == nil {
+			return nil, code
+		}
+		return log, 0
+	}
+	s, code := openLedger(dir, true, stderr)
+	if s == nil {
+		return nil, code
+	}
+	return s, 0
+}
+
 func openLedger(dir string, readOnly bool, stderr io.Writer) (*ledger.Store, int) {
 	if !ledger.Exists(dir) {
 		return nil, fail(stderr, "no ledger in %s (--data)", dir)
@@ -54,23 +72,9 @@ func cmdHistory(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	id := pos[0]
-	var store ledger.Backend
-	if nf.ledger != "" {
-		log, err := nf.open()
-		if errors.Is(err, errLedgerURL) {
-			fmt.Fprintf(stderr, "taskledger: %v\n", err)
-			return 2
-		}
-		if err != nil {
-			return fail(stderr, "%v", err)
-		}
-		store = log
-	} else {
-		s, code := openLedger(*data, true, stderr)
-		if s == nil {
-			return code
-		}
-		store = s
+	store, code := openReadBackend(&nf, *data, stderr)
+	if store == nil {
+		return code
 	}
 	defer store.Close()
 	var evs []*api.EventJSON
@@ -171,23 +175,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "taskledger: --format %q is not supported (use ndjson)\n", *format)
 		return 2
 	}
-	var store ledger.Backend
-	if nf.ledger != "" {
-		log, err := nf.open()
-		if errors.Is(err, errLedgerURL) {
-			fmt.Fprintf(stderr, "taskledger: %v\n", err)
-			return 2
-		}
-		if err != nil {
-			return fail(stderr, "%v", err)
-		}
-		store = log
-	} else {
-		s, code := openLedger(*data, true, stderr)
-		if s == nil {
-			return code
-		}
-		store = s
+	store, code := openReadBackend(&nf, *data, stderr)
+	if store == nil {
+		return code
 	}
 	defer store.Close()
 	w := bufio.NewWriterSize(stdout, 1<<16)

@@ -51,6 +51,20 @@ func (f *natsFlags) config(readOnly bool) (jetstream.Config, error) {
 }
 
 // open binds the log for a command that only reads it.
+// openOrFail is open for a command: on failure it says why on stderr and
+// returns the exit code (2 for a malformed --ledger).
+func (f *natsFlags) openOrFail(stderr io.Writer) (*jetstream.Log, int) {
+	log, err := f.open()
+	if errors.Is(err, errLedgerURL) {
+		fmt.Fprintf(stderr, "taskledger: %v\n", err)
+		return nil, 2
+	}
+	if err != nil {
+		return nil, fail(stderr, "%v", err)
+	}
+	return log, 0
+}
+
 func (f *natsFlags) open() (*jetstream.Log, error) {
 	cfg, err := f.config(true)
 	if err != nil {
@@ -81,13 +95,9 @@ func cmdVerifyLedger(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "taskledger: verify takes no arguments (got %q)\n", pos)
 		return 2
 	}
-	log, err := nf.open()
-	if errors.Is(err, errLedgerURL) {
-		fmt.Fprintf(stderr, "taskledger: %v\n", err)
-		return 2
-	}
-	if err != nil {
-		return fail(stderr, "%v", err)
+	log, code := nf.openOrFail(stderr)
+	if log == nil {
+		return code
 	}
 	defer log.Close()
 	rep, err := node.VerifyBackend(log, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()})
