@@ -469,11 +469,26 @@ func verifyOpenServerClaims(s *projections.State, secret []byte) error {
 	return bad
 }
 
-// verifyClaimChecks checks every server-issued claim after seq: one that
-// carries its secret's key-check value is compared with this secret's
-// (the fold verified at write time that it is the value the node's secret
-// had, D324); one written before claims carried it is recomputed.
+// verifyClaimChecks checks every server-issued claim after seq at start:
+// one that carries its secret's key-check value is compared with this
+// secret's (the fold verified at write time that it is the value the
+// node's secret had, D324); one written before claims carried it is
+// recomputed.
 func verifyClaimChecks(src projections.Source, secret []byte, after uint64) error {
+	return checkServerClaims(src, secret, after, false)
+}
+
+// VerifyServerClaims recomputes every server-issued claim after seq from
+// its nonce and compares its hash in constant time (and its key-check
+// value, when it carries one).
+func VerifyServerClaims(src projections.Source, secret []byte, after uint64) error {
+	return checkServerClaims(src, secret, after, true)
+}
+
+// checkServerClaims checks the server-issued claims after seq against
+// secret: the key-check value a claim carries, and the claim token itself
+// when recompute is set or the claim carries none.
+func checkServerClaims(src projections.Source, secret []byte, after uint64, recompute bool) error {
 	mine := hex.EncodeToString(commands.SecretCheck(secret))
 	return src.Range(after, func(e *ledger.Event) error {
 		if e.Type != events.EvTaskClaimed {
@@ -484,13 +499,14 @@ func verifyClaimChecks(src projections.Source, secret []byte, after uint64) erro
 			return err
 		}
 		c := b.(*events.TaskClaimed)
-		switch {
-		case c.TokenOrigin != events.TokenServer:
+		if c.TokenOrigin != events.TokenServer {
 			return nil
-		case c.SecretCheck != "":
-			if subtle.ConstantTimeCompare([]byte(c.SecretCheck), []byte(mine)) != 1 {
-				return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
-			}
+		}
+		checked := c.SecretCheck != ""
+		if checked && subtle.ConstantTimeCompare([]byte(c.SecretCheck), []byte(mine)) != 1 {
+			return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
+		}
+		if checked && !recompute {
 			return nil
 		}
 		tok := commands.ServerToken(secret, c.DeviceID, c.TaskID, c.AuthorizationID, c.Generation, c.Nonce)
@@ -513,31 +529,6 @@ func claimsVerifiedThrough(l *Loaded, kcv []byte) uint64 {
 		return snap.Seq
 	}
 	return 0
-}
-
-// VerifyServerClaims recomputes every server-issued claim after seq from
-// its nonce and compares its hash in constant time.
-func VerifyServerClaims(src projections.Source, secret []byte, after uint64) error {
-	mine := hex.EncodeToString(commands.SecretCheck(secret))
-	return src.Range(after, func(e *ledger.Event) error {
-		if e.Type != events.EvTaskClaimed {
-			return nil
-		}
-		b, err := events.DecodeBody(e.Type, e.Schema, e.Body)
-		if err != nil {
-			return err
-		}
-		c := b.(*events.TaskClaimed)
-		if c.TokenOrigin != events.TokenServer {
-			return nil
-		}
-		tok := commands.ServerToken(secret, c.DeviceID, c.TaskID, c.AuthorizationID, c.Generation, c.Nonce)
-		if subtle.ConstantTimeCompare([]byte(commands.HashToken(tok)), []byte(c.TokenHash)) != 1 ||
-			(c.SecretCheck != "" && c.SecretCheck != mine) {
-			return fmt.Errorf("%w (seq %d)", ErrSecret, e.Seq)
-		}
-		return nil
-	})
 }
 
 // Close stops the sequencer (finishing its batch) and closes the ledger.
