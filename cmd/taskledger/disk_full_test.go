@@ -15,8 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -69,7 +67,6 @@ func TestFullDiskStopsTheServerAndLosesNothing(t *testing.T) {
 		return c.Do(s.URL, "POST", "/api/v1/admin/tasks", s.Admin, map[string]any{"payload": map[string]any{"k": key, "pad": payload}},
 			map[string]string{"Idempotency-Key": key})
 	}
-	var mu sync.Mutex
 	var acked []ackedCreate
 	for range 5 {
 		key := uuid.NewString()
@@ -90,34 +87,8 @@ func TestFullDiskStopsTheServerAndLosesNothing(t *testing.T) {
 
 	// The disk full: commits fail, the server fences and exits.
 	fill(t, filepath.Join(mnt, "filler-2"), 1<<40)
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; i < 2000 && !s.Proc.Exited(); i++ {
-				key := uuid.NewString()
-				sentAfterFailure := failed.Load()
-				r, err := create(key)
-				if err != nil {
-					return // the server is gone
-				}
-				switch {
-				case r.Status == http.StatusServiceUnavailable:
-					failed.Store(true)
-				case r.Status/100 == 2 && sentAfterFailure:
-					t.Errorf("worker %d: %d for a request sent after a 503: %s", w, r.Status, r.Body)
-				case r.Status/100 == 2:
-					mu.Lock()
-					acked = append(acked, ackedCreate{key, r.JSON()["id"].(string)})
-					mu.Unlock()
-				default:
-					t.Errorf("worker %d: %s", w, r)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if !failed.Load() {
+	failed, _ := loadUntilFenced(t, s, create, 2000, false, &acked)
+	if !failed {
 		t.Fatalf("no 503 on a full disk; stderr:\n%s", s.Stderr())
 	}
 	if code := s.Proc.Wait(t); code == 0 {

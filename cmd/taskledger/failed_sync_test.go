@@ -46,7 +46,6 @@ func failedSyncRun(t *testing.T, strace, when string) {
 		return c.Do(s.URL, "POST", "/api/v1/admin/tasks", s.Admin, map[string]any{"payload": map[string]any{"k": key}},
 			map[string]string{"Idempotency-Key": key})
 	}
-	var mu sync.Mutex
 	var acked []ackedCreate
 	for range 5 { // acknowledged before the fault
 		key := uuid.NewString()
@@ -61,43 +60,8 @@ func failedSyncRun(t *testing.T, strace, when string) {
 		"-e", "trace=fdatasync,fsync", "-e", "inject=fdatasync:error=EIO:when="+when)
 	waitTraced(t, s.Proc.Pid())
 
-	var failed atomic.Bool // a 503 was received
-	var after2xx atomic.Int32
-	var refusedKeys sync.Map
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 400 && !s.Proc.Exited(); i++ {
-				key := uuid.NewString()
-				if i%3 == 2 { // the retry of a command that got 503
-					refusedKeys.Range(func(k, _ any) bool { key = k.(string); return false })
-				}
-				sentAfterFailure := failed.Load()
-				r, err := create(key)
-				if err != nil {
-					return // the server is gone
-				}
-				switch {
-				case r.Status == http.StatusServiceUnavailable:
-					failed.Store(true)
-					refusedKeys.Store(key, true)
-				case r.Status/100 == 2 && sentAfterFailure:
-					after2xx.Add(1)
-					t.Errorf("worker %d: %d for a request sent after a 503: %s", w, r.Status, r.Body)
-				case r.Status/100 == 2:
-					mu.Lock()
-					acked = append(acked, ackedCreate{key, r.JSON()["id"].(string)})
-					mu.Unlock()
-				default:
-					t.Errorf("worker %d: %s", w, r)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if !failed.Load() {
+	failed, after2xx := loadUntilFenced(t, s, create, 400, true, &acked)
+	if !failed {
 		t.Fatalf("no 503 while fdatasync failed (when=%s); stderr:\n%s", when, s.Stderr())
 	}
 	code := s.Proc.Wait(t)
@@ -131,7 +95,53 @@ func failedSyncRun(t *testing.T, strace, when string) {
 		t.Fatalf("verify after the restart: %d %s %s", v.Code, v.Stdout, v.Stderr)
 	}
 	t.Logf("when=%s: %d commands acknowledged and found after the restart, %d acknowledged after a 503",
-		when, len(acked), after2xx.Load())
+		when, len(acked), after2xx)
+}
+
+// loadUntilFenced sends creates from 4 workers until the server is gone
+// (at most perWorker each) and records every one answered 2xx in acked. A
+// 2xx to a request sent after some request got 503 is an error: a fenced
+// server acknowledges nothing. With retry, every third request repeats a
+// key that got 503. It reports whether any request got 503, and how many
+// were acknowledged after one.
+func loadUntilFenced(t *testing.T, s *proc.Server, create func(key string) (*proc.Resp, error), perWorker int,
+	retry bool, acked *[]ackedCreate) (bool, int32) {
+	var mu sync.Mutex
+	var failed atomic.Bool
+	var after2xx atomic.Int32
+	var refusedKeys sync.Map
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; i < perWorker && !s.Proc.Exited(); i++ {
+				key := uuid.NewString()
+				if retry && i%3 == 2 { // the retry of a command that got 503
+					refusedKeys.Range(func(k, _ any) bool { key = k.(string); return false })
+				}
+				sentAfterFailure := failed.Load()
+				r, err := create(key)
+				if err != nil {
+					return // the server is gone
+				}
+				switch {
+				case r.Status == http.StatusServiceUnavailable:
+					failed.Store(true)
+					refusedKeys.Store(key, true)
+				case r.Status/100 == 2 && sentAfterFailure:
+					after2xx.Add(1)
+					t.Errorf("worker %d: %d for a request sent after a 503: %s", w, r.Status, r.Body)
+				case r.Status/100 == 2:
+					mu.Lock()
+					*acked = append(*acked, ackedCreate{key, r.JSON()["id"].(string)})
+					mu.Unlock()
+				default:
+					t.Errorf("worker %d: %s", w, r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failed.Load(), after2xx.Load()
 }
 
 // waitTraced waits until every thread of pid is traced (TracerPid set in
