@@ -7,9 +7,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"taskledger/audit/merkle"
+	"taskledger/audit/transparency"
 	"taskledger/commands"
-	"taskledger/ledger/merkle"
-	"taskledger/ledger/transparency"
 	"taskledger/projections"
 )
 

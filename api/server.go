@@ -18,9 +18,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"taskledger/audit/transparency"
 	"taskledger/commands"
 	"taskledger/ledger"
-	"taskledger/ledger/transparency"
 	"taskledger/projections"
 	"taskledger/wire"
 )

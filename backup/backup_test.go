@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"taskledger/audit/checkpoint"
 	"taskledger/backup"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
 	"taskledger/node/nodetest"
 )
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	"taskledger/audit/merkle"
 	"taskledger/events"
 	"taskledger/ledger"
-	"taskledger/ledger/merkle"
 )
 
 // FormatVersion is the version of the archive layout described in doc.go.

@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"taskledger/audit/checkpoint"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
 )
 
 // manifestLimit bounds the manifest entry (a blob is about 100 bytes of it).

@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
 )
 
 // Source is what a backup copies besides the log view: the data directory

@@ -1,6 +1,6 @@
 package events
 
-import mp "taskledger/ledger/mpwrite"
+import mp "taskledger/internal/msgpack/mpwrite"
 
 // AppendBody appends body's encoding, exactly what EncodeBody(body) gives
 // (ledger.Marshal): the body types of the commands a device sends all

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"taskledger/ledger/mpread"
+	"taskledger/internal/msgpack/mpread"
 )
 
 // Event bodies of the current schema decode by hand (mpread) through a

@@ -9,7 +9,7 @@ import (
 )
 
 // The checkpoints bucket holds the signed checkpoints of the Merkle tree
-// over the log (ledger/merkle, ledger/checkpoint): key big-endian uint64
+// over the log (audit/merkle, audit/checkpoint): key big-endian uint64
 // tree size, value the signed note. It is derived data outside the hash
 // chain, created by the first checkpoint written (a ledger that never
 // signed one has no such bucket).

@@ -1,6 +1,6 @@
 package ledger
 
-import "taskledger/ledger/mpread"
+import "taskledger/internal/msgpack/mpread"
 
 // decodeEventFast decodes an envelope as msgpack.Unmarshal does, by hand
 // for the shapes Marshal writes (a map of the Event fields, a map or nil

@@ -6,7 +6,7 @@ import (
 	"hash"
 	"sync"
 
-	"taskledger/ledger/mpwrite"
+	"taskledger/internal/msgpack/mpwrite"
 )
 
 // SealBody is SealEncoded for an event whose body is not encoded yet: it

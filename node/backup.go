@@ -5,9 +5,9 @@ import (
 	"io"
 
 	"taskledger/api"
+	"taskledger/audit/transparency"
 	"taskledger/backup"
 	"taskledger/ledger"
-	"taskledger/ledger/transparency"
 )
 
 // backupFunc is what GET /admin/backup runs on a bbolt node: one read

@@ -8,10 +8,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
+	"taskledger/audit/transparency"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
-	"taskledger/ledger/transparency"
 	"taskledger/snapshots"
 )
 

@@ -91,6 +91,29 @@ func TestPackageBoundaries(t *testing.T) {
 	}
 }
 
+// TestLedgerImportsNothingAboveIt keeps the storage layer at the bottom of
+// the house: nothing under ledger/ (the bbolt log, the JetStream backend,
+// their test helpers) may reach events, projections or anything built on
+// them, directly or transitively. The audit packages that used to sit
+// under ledger/ and import events live in audit/.
+func TestLedgerImportsNothingAboveIt(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command("go", "list", "-deps", "-test=false", "-f", "{{.ImportPath}}", "./ledger/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	forbidden := []string{"events", "projections", "commands", "snapshots", "api", "node", "audit", "backup", "client", "cmd"}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if dep == "taskledger/"+f || strings.HasPrefix(dep, "taskledger/"+f+"/") {
+				t.Errorf("ledger/... depends on %s; the storage layer must not import what is built on it", dep)
+			}
+		}
+	}
+}
+
 // TestDomainHasNoHTTP keeps HTTP above the domain: the transitive imports
 // (go list -deps) of the packages that decide, fold, store and encode
 // contain neither net/http nor Echo; api/ maps domain outcomes to HTTP.

@@ -17,12 +17,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"taskledger/api"
+	"taskledger/audit/merkle"
+	"taskledger/audit/transparency"
 	"taskledger/commands"
 	"taskledger/events"
 	"taskledger/internal/durable"
 	"taskledger/ledger"
-	"taskledger/ledger/merkle"
-	"taskledger/ledger/transparency"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"taskledger/audit/checkpoint"
 	"taskledger/internal/durable"
 	"taskledger/internal/failpoint"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 )

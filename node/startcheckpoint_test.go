@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"taskledger/audit/checkpoint"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 )

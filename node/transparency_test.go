@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"taskledger/api"
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
+	"taskledger/audit/transparency"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
-	"taskledger/ledger/transparency"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 	"taskledger/projections"

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
 	"taskledger/projections"
 	"taskledger/snapshots"
 )

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/transparency"
 	"taskledger/commands"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/transparency"
 	"taskledger/projections"
 )
 
-// Bundle is the audit bundle's document (ledger/transparency).
+// Bundle is the audit bundle's document (audit/transparency).
 type Bundle = transparency.Bundle
 
 // cmdAuditBundle writes a task's audit bundle from a stopped ledger:

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"taskledger/ledger/checkpoint"
+	"taskledger/audit/checkpoint"
 	"taskledger/node/nodetest"
 )
 

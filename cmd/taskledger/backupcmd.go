@@ -15,9 +15,9 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"taskledger/audit/checkpoint"
 	"taskledger/backup"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
 )
 
 // cmdBackup: `backup --out FILE [--data DIR | --server URL]` — the backup

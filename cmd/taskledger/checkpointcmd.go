@@ -9,9 +9,9 @@ import (
 	"os"
 
 	"taskledger/api"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
-	"taskledger/ledger/transparency"
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
+	"taskledger/audit/transparency"
 )
 
 // The transparency commands: checkpoint-key export, audit-proof

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"taskledger/api"
+	"taskledger/audit/checkpoint"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
 	"taskledger/node/nodetest"
 )
 

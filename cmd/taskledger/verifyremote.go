@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"taskledger/ledger/checkpoint"
+	"taskledger/audit/checkpoint"
 	"taskledger/node"
 	"taskledger/projections"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"taskledger/ledger/checkpoint"
+	"taskledger/audit/checkpoint"
 )
 
 func mustKey(t *testing.T) (*checkpoint.Key, string) {

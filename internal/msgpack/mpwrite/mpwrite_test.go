@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"taskledger/internal/msgpack/mpwrite"
 	"taskledger/ledger"
-	"taskledger/ledger/mpwrite"
 )
 
 func same(t *testing.T, what string, got []byte, v any) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
 )
 
 // MinInterval is the least time between two checkpoints signed after

@@ -10,7 +10,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/merkle/testonly"
 
-	"taskledger/ledger/merkle"
+	"taskledger/audit/merkle"
 )
 
 func leaves(n int, r *rand.Rand) [][]byte {

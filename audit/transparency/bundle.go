@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
 	"taskledger/events"
 	"taskledger/ledger"
-	"taskledger/ledger/checkpoint"
-	"taskledger/ledger/merkle"
 )
 
 // BundleFormat names the audit bundle's format version.
