@@ -59,14 +59,14 @@ func payloadArg(v string) (json.RawMessage, error) {
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-		return nil, usageErr{errors.New("--payload must be a JSON object (inline or @FILE)")}
+		return nil, usageErr{Err: errors.New("--payload must be a JSON object (inline or @FILE)")}
 	}
 	return json.RawMessage(b), nil
 }
 
 func ttlSeconds(d time.Duration) (int64, error) {
 	if d <= 0 || d%time.Second != 0 {
-		return 0, usageErr{errors.New("--ttl must be a positive whole number of seconds (Go syntax: 1h, 90m)")}
+		return 0, usageErr{Err: errors.New("--ttl must be a positive whole number of seconds (Go syntax: 1h, 90m)")}
 	}
 	return int64(d / time.Second), nil
 }
@@ -94,7 +94,7 @@ func getTask(c *client, id string) (taskDoc, error) {
 	return d, err
 }
 
-func taskCmd(stdout, stderr io.Writer) *cobra.Command {
+func newTaskCmd(stdout, stderr io.Writer) *cobra.Command {
 	top := &cobra.Command{Use: "task", Short: "create, inspect and steer tasks on a running server",
 		Long: "Operator commands on tasks, through a running server's admin API.\nConnection: --server URL (env TASKLEDGER_SERVER, default " + defaultServer + "), the admin token from --token-file FILE or env TASKLEDGER_TOKEN."}
 	var r remoteFlags
@@ -113,7 +113,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			if cmd.Flags().Changed("ttl") && !authorize {
-				return usageErr{errors.New("--ttl goes with --authorize")}
+				return usageErr{Err: errors.New("--ttl goes with --authorize")}
 			}
 			var img []byte
 			if image != "" {
@@ -242,7 +242,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if amendPayload == "" && image == "" {
-				return usageErr{errors.New("task amend needs --payload or --image")}
+				return usageErr{Err: errors.New("task amend needs --payload or --image")}
 			}
 			c, err := r.client()
 			if err != nil {
@@ -345,7 +345,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
 			if fail == requeue {
-				return usageErr{errors.New("task recover needs exactly one of --fail and --requeue")}
+				return usageErr{Err: errors.New("task recover needs exactly one of --fail and --requeue")}
 			}
 			decision := "fail"
 			if requeue {

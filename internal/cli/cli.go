@@ -1,0 +1,181 @@
+// Package cli is the plumbing every taskledger command tree shares (the
+// binary's and the device agent's): exit codes carried through cobra, the
+// normalisation of single-dash long flags the standard flag package
+// accepted, and one Execute that maps errors to exit codes.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// ExitError carries a command's exit code through cobra; the command has
+// said why on stderr already.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
+
+// UsageError is a mistake in the command line itself: exit 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef is a UsageError with a formatted message.
+func Usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
+
+// Code adapts a command body that returns an exit code to cobra's RunE.
+func Code(fn func(args []string) int) func(*cobra.Command, []string) error {
+	return func(_ *cobra.Command, args []string) error {
+		if code := fn(args); code != 0 {
+			return ExitError{code}
+		}
+		return nil
+	}
+}
+
+// Prepare readies a tree for Execute: flag errors become usage errors
+// that name the command's help, and a command that only groups
+// subcommands refuses a missing or unknown subcommand (exit 2) instead of
+// printing its help with exit 0.
+func Prepare(root *cobra.Command) {
+	root.SilenceUsage, root.SilenceErrors = true, true
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return Usagef("%v (see `%s --help`)", err, c.CommandPath())
+	})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, args []string) error {
+				names := []string{}
+				for _, s := range c.Commands() {
+					if s.IsAvailableCommand() {
+						names = append(names, s.Name())
+					}
+				}
+				if len(args) == 0 {
+					return Usagef("%s needs a command: %s (see `%s --help`)", c.CommandPath(), strings.Join(names, ", "), c.CommandPath())
+				}
+				return Usagef("unknown command %q for %q: use one of %s (see `%s --help`)", args[0], c.CommandPath(),
+					strings.Join(names, ", "), c.CommandPath())
+			}
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+}
+
+// Execute runs root with args and returns the exit code: 0 on success,
+// an ExitError's code, 2 for a mistake in the command line (unknown
+// command or flag, a bad flag value, wrong arguments), else 1. Errors
+// other than ExitError are printed on stderr after prefix.
+func Execute(root *cobra.Command, args []string, stderr io.Writer, prefix string) int {
+	root.SetArgs(Normalize(root, args))
+	err := root.Execute()
+	var ee ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+	if IsUsage(err) {
+		return 2
+	}
+	return 1
+}
+
+// IsUsage says whether err is a mistake in the command line: a
+// UsageError, or one of cobra's argument and command checks.
+func IsUsage(err error) bool {
+	var u UsageError
+	if errors.As(err, &u) {
+		return true
+	}
+	s := err.Error()
+	return strings.HasPrefix(s, "unknown command") || strings.HasPrefix(s, "accepts ") ||
+		strings.HasPrefix(s, "requires ") || strings.HasPrefix(s, "required flag") ||
+		strings.HasPrefix(s, "unknown flag") || strings.HasPrefix(s, "invalid argument")
+}
+
+// Normalize rewrites the single-dash long flags the standard flag package
+// accepted (-data DIR, -data=DIR) to pflag's --data, for the flags the
+// command named by the leading words knows (its own and its parents'
+// persistent ones, and help). Values are left alone (the word after a
+// flag that takes one), as is everything after "--", shorthand flags
+// (-h) and any word that names no flag of the command.
+func Normalize(root *cobra.Command, args []string) []string {
+	out := make([]string, 0, len(args))
+	cmd, descend, needValue := root, true, false
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return append(out, args[i:]...)
+		case needValue:
+			needValue = false
+		case !strings.HasPrefix(a, "-") || a == "-":
+			if descend {
+				if sub := findSub(cmd, a); sub != nil {
+					cmd = sub
+				} else {
+					descend = false
+				}
+			}
+		default:
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			f := Lookup(cmd, name)
+			if name == "help" || f != nil {
+				if !strings.HasPrefix(a, "--") && len(name) > 1 {
+					a = "-" + a
+				}
+				needValue = f != nil && !hasValue && f.NoOptDefVal == ""
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func findSub(c *cobra.Command, name string) *cobra.Command {
+	for _, s := range c.Commands() {
+		if s.Name() == name || s.HasAlias(name) {
+			return s
+		}
+	}
+	return nil
+}
+
+// Lookup finds flag name of c: its own or a persistent flag of c or of a
+// parent.
+func Lookup(c *cobra.Command, name string) *pflag.Flag {
+	if f := c.Flags().Lookup(name); f != nil {
+		return f
+	}
+	for p := c; p != nil; p = p.Parent() {
+		if f := p.PersistentFlags().Lookup(name); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// EnvAnnotation is the pflag annotation naming a flag's environment
+// variable; the help shows it and the docs test reads it.
+const EnvAnnotation = "env"
+
+// WithEnv records on fs that flag name honours the environment variable
+// env, and says so in its help line: "(env TASKLEDGER_DATA)".
+func WithEnv(fs *pflag.FlagSet, name, env string) {
+	f := fs.Lookup(name)
+	f.Usage += " (env " + env + ")"
+	_ = fs.SetAnnotation(name, EnvAnnotation, []string{env})
+}
