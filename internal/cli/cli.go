@@ -40,9 +40,10 @@ func Code(fn func(args []string) int) func(*cobra.Command, []string) error {
 }
 
 // Prepare readies a tree for Execute: flag errors become usage errors
-// that name the command's help, and a command that only groups
+// that name the command's help; a command below root that only groups
 // subcommands refuses a missing or unknown subcommand (exit 2) instead of
-// printing its help with exit 0.
+// printing its help with exit 0 (cobra checks root's itself), and answers
+// `GROUP help COMMAND` as `taskledger help GROUP COMMAND`.
 func Prepare(root *cobra.Command) {
 	root.SilenceUsage, root.SilenceErrors = true, true
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -50,7 +51,7 @@ func Prepare(root *cobra.Command) {
 	})
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		if c != root && c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 			c.Args = cobra.ArbitraryArgs
 			c.RunE = func(c *cobra.Command, args []string) error {
 				names := []string{}
@@ -69,8 +70,25 @@ func Prepare(root *cobra.Command) {
 		for _, s := range c.Commands() {
 			walk(s)
 		}
+		if c.HasSubCommands() && c != root {
+			c.AddCommand(helpCmd(c))
+		}
 	}
 	walk(root)
+}
+
+// helpCmd is `GROUP help [COMMAND]` (as `taskledger help GROUP COMMAND`):
+// the help of a subcommand of group, or of group itself.
+func helpCmd(group *cobra.Command) *cobra.Command {
+	return &cobra.Command{Use: "help [command]", Short: "help about any command of " + group.CommandPath(), Hidden: true,
+		Long: "Show the help of a command of " + group.CommandPath() + ", as `COMMAND --help` does.",
+		RunE: func(_ *cobra.Command, args []string) error {
+			target, rest, err := group.Find(args)
+			if err != nil || len(rest) != 0 || target == nil {
+				return Usagef("unknown command %q for %q (see `%s --help`)", strings.Join(args, " "), group.CommandPath(), group.CommandPath())
+			}
+			return target.Help()
+		}}
 }
 
 // Execute runs root with args and returns the exit code: 0 on success,
@@ -108,11 +126,10 @@ func IsUsage(err error) bool {
 }
 
 // Normalize rewrites the single-dash long flags the standard flag package
-// accepted (-data DIR, -data=DIR) to pflag's --data, for the flags the
-// command named by the leading words knows (its own and its parents'
-// persistent ones, and help). Values are left alone (the word after a
-// flag that takes one), as is everything after "--", shorthand flags
-// (-h) and any word that names no flag of the command.
+// accepted (-data DIR, -data=DIR) to pflag's --data (an unknown one too,
+// so that the error names --bogus, not a shorthand b). Values are left
+// alone (the word after a flag of the command named by the leading words
+// that takes one), as is everything after "--" and the one shorthand, -h.
 func Normalize(root *cobra.Command, args []string) []string {
 	out := make([]string, 0, len(args))
 	cmd, descend, needValue := root, true, false
@@ -132,13 +149,11 @@ func Normalize(root *cobra.Command, args []string) []string {
 			}
 		default:
 			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			f := Lookup(cmd, name)
-			if name == "help" || f != nil {
-				if !strings.HasPrefix(a, "--") && len(name) > 1 {
-					a = "-" + a
-				}
-				needValue = f != nil && !hasValue && f.NoOptDefVal == ""
+			if !strings.HasPrefix(a, "--") && len(name) > 1 {
+				a = "-" + a // no command has shorthand flags but -h
 			}
+			f := Lookup(cmd, name)
+			needValue = f != nil && !hasValue && f.NoOptDefVal == ""
 		}
 		out = append(out, a)
 	}
