@@ -67,9 +67,11 @@ type readFlags struct {
 	json   bool
 	nats   natsFlags
 	remote remoteFlags
+	fs     *pflag.FlagSet // to tell a flag given from one defaulted from the environment
 }
 
 func (f *readFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
 	envStringVar(fs, &f.data, "data", "./data", "data directory of the stopped ledger")
 	f.nats.register(fs)
 	f.remote.registerConn(fs, true)
@@ -80,7 +82,7 @@ func (f *readFlags) register(fs *pflag.FlagSet) {
 // --server) is said on stderr with its exit code.
 func (f *readFlags) remoteClient(stderr io.Writer) (*client, int) {
 	if f.remote.server == "" {
-		if f.remote.tokenFile != "" || f.remote.caFile != "" {
+		if f.fs.Changed("token-file") || f.fs.Changed("ca-file") {
 			return nil, usage(stderr, "--token-file and --ca-file go with --server")
 		}
 		return nil, 0

@@ -101,3 +101,35 @@ func TestAgentHelpThroughTheBinary(t *testing.T) {
 		}
 	}
 }
+
+// A variable that gives a flag its default is not the flag given: an
+// operator's environment (set for serve or the remote commands) does not
+// make verify or history refuse their own mode.
+func TestEnvironmentDefaultsAreNotGivenFlags(t *testing.T) {
+	o := newOpCLI(t)
+	o.ok("task", "create", "--payload", `{"a":1}`)
+	t.Setenv("TASKLEDGER_TOKEN_FILE", o.tokenFile)
+	t.Setenv("TASKLEDGER_CA_FILE", filepath.Join(t.TempDir(), "absent.pem"))
+	t.Setenv("TASKLEDGER_CLAIM_TOKEN_SECRET", strings.Repeat("ab", 32))
+	// Through the server: the secret of the environment is serve's, not a
+	// --claim-token-secret given to verify.
+	t.Setenv("TASKLEDGER_CA_FILE", "")
+	if r := reviewCLI("verify", "--server", o.n.URL); r.code != 0 {
+		t.Fatalf("verify --server with TASKLEDGER_CLAIM_TOKEN_SECRET set: exit %d %s", r.code, r.stderr)
+	}
+	if r := reviewCLI("verify", "--server", o.n.URL, "--claim-token-secret", strings.Repeat("ab", 32)); r.code != 2 ||
+		!strings.Contains(r.stderr, "--claim-token-secret goes with the stopped ledger") {
+		t.Fatalf("verify --server --claim-token-secret: exit %d %s", r.code, r.stderr)
+	}
+	// Offline: the token and CA files of the environment are the remote
+	// commands', not flags given to history.
+	dir, id := reviewLedger(t)
+	t.Setenv("TASKLEDGER_CA_FILE", filepath.Join(t.TempDir(), "absent.pem"))
+	if r := reviewCLI("history", id, "--data", dir); r.code != 0 {
+		t.Fatalf("history --data with TASKLEDGER_TOKEN_FILE and TASKLEDGER_CA_FILE set: exit %d %s", r.code, r.stderr)
+	}
+	if r := reviewCLI("history", id, "--data", dir, "--token-file", o.tokenFile); r.code != 2 ||
+		!strings.Contains(r.stderr, "--token-file and --ca-file go with --server") {
+		t.Fatalf("history --data --token-file: exit %d %s", r.code, r.stderr)
+	}
+}

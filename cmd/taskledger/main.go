@@ -21,6 +21,7 @@ import (
 	"taskledger/projections"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -208,6 +209,7 @@ type verifyFlags struct {
 	retention         time.Duration
 	remote            remoteFlags
 	nats              natsFlags
+	fs                *pflag.FlagSet // to tell a flag given from one defaulted from the environment
 }
 
 func newVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -221,13 +223,13 @@ func newVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		if f.nats.ledger != "" && remote {
 			return usage(stderr, "--ledger and --server exclude each other")
 		}
-		if f.nats.ledger == "" && (f.nats.name != "TASKLEDGER" || f.nats.creds != "" || f.nats.replicas != 0) {
+		if f.nats.ledger == "" && (f.fs.Changed("nats-name") || f.fs.Changed("nats-creds") || f.fs.Changed("nats-replicas")) {
 			return usage(stderr, "--nats-name, --nats-creds and --nats-replicas go with --ledger")
 		}
-		if !remote && (f.key != "" || f.remote.tokenFile != "" || f.remote.caFile != "") {
+		if !remote && (f.key != "" || f.fs.Changed("token-file") || f.fs.Changed("ca-file")) {
 			return usage(stderr, "--key, --token-file and --ca-file go with --server")
 		}
-		if (remote || f.nats.ledger != "") && f.secret != "" {
+		if (remote || f.nats.ledger != "") && f.fs.Changed("claim-token-secret") {
 			return usage(stderr, "--claim-token-secret goes with the stopped ledger in --data")
 		}
 		switch {
@@ -239,6 +241,7 @@ func newVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		return verifyOffline(&f, stdout, stderr)
 	})
 	fs := c.Flags()
+	f.fs = fs
 	envStringVar(fs, &f.data, "data", "./data", "data directory of the stopped ledger")
 	envStringVar(fs, &f.secret, "claim-token-secret", "", "recompute server-issued claims with this secret")
 	fs.DurationVar(&f.retention, "idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
