@@ -72,6 +72,11 @@ func TestCommandLineMistakesExitTwoAndChangeNothing(t *testing.T) {
 		{[]string{"agent"}, "taskledger: taskledger agent needs a command: enroll, resolve, run, status (see `taskledger agent --help`)\n"},
 		{[]string{"task", "show"}, "taskledger: accepts 1 arg(s), received 0\n"},
 		{[]string{"verify", "--data", dir, "--key", "x"}, "taskledger: --key, --token-file and --ca-file go with --server\n"},
+		{[]string{"verify", "--ledger", "nats://127.0.0.1:1", "--server", "http://127.0.0.1:1"}, "taskledger: --ledger and --server exclude each other\n"},
+		{[]string{"verify", "--data", dir, "--nats-name", "X"}, "taskledger: --nats-name, --nats-creds and --nats-replicas go with --ledger\n"},
+		{[]string{"history", id, "--ledger", "nats://127.0.0.1:1", "--server", "http://127.0.0.1:1"}, "taskledger: --ledger and --server exclude each other\n"},
+		{[]string{"export", "--data", dir, "--ca-file", "ca.pem"}, "taskledger: --token-file and --ca-file go with --server\n"},
+		{[]string{"agent", "help", "nope"}, "taskledger: unknown command \"nope\" for \"taskledger agent\" (see `taskledger agent --help`)\n"},
 	} {
 		r := proc.CLI(t, tc.args...)
 		if r.Code != 2 || r.Stderr != tc.want || r.Stdout != "" {

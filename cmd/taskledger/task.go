@@ -120,7 +120,7 @@ func showTask(w io.Writer, raw []byte) error {
 	line("created", "%s (updated %s)", d.CreatedAt, d.UpdatedAt)
 	line("payload", "%s", compact(d.Payload))
 	if im := d.ReferenceImage; im != nil {
-		line("reference image", "sha256 %s, %d bytes", im.SHA256, im.Size)
+		line("image", "reference image sha256 %s, %d bytes", im.SHA256, im.Size)
 	}
 	if a := d.Authorization; a != nil {
 		line("authorization", "%s until %s (revision %d, takeover %s, id %s)", a.Status, a.ExpiresAt, a.Revision, a.Takeover, a.ID)
