@@ -29,6 +29,8 @@ const usage = `usage: taskledger agent <command> [flags]
 commands:
   enroll --server URL --device-id ID --token-file F [--key-file PATH]
   run --exec CMD [--poll 2s] [--check NAME=true|false]... [--heartbeat D]
+      [--start-delay D] [--start-when CMD] [--renew-every R]
+      [--evidence-file PATH] [--ca-file FILE]
   status [--json]
   resolve TASK_ID
 every command takes --state DIR (default: the user's state directory)

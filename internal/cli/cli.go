@@ -129,7 +129,7 @@ func IsUsage(err error) bool {
 // accepted (-data DIR, -data=DIR) to pflag's --data (an unknown one too,
 // so that the error names --bogus, not a shorthand b). Values are left
 // alone (the word after a flag of the command named by the leading words
-// that takes one), as is everything after "--" and the one shorthand, -h.
+// that takes one), as is everything after "--" and the shorthands -h, -v.
 func Normalize(root *cobra.Command, args []string) []string {
 	out := make([]string, 0, len(args))
 	cmd, descend, needValue := root, true, false
@@ -150,7 +150,7 @@ func Normalize(root *cobra.Command, args []string) []string {
 		default:
 			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			if !strings.HasPrefix(a, "--") && len(name) > 1 {
-				a = "-" + a // no command has shorthand flags but -h
+				a = "-" + a // the only shorthands are -h and root's -v
 			}
 			f := Lookup(cmd, name)
 			needValue = f != nil && !hasValue && f.NoOptDefVal == ""
