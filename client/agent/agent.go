@@ -5,21 +5,23 @@ package agent
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
-	"taskledger/wire"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"taskledger/wire"
 
 	"taskledger/client"
 	"taskledger/client/device"
 	"taskledger/client/localstate"
+	"taskledger/internal/cli"
 )
 
 const usage = `usage: taskledger agent <command> [flags]
@@ -27,6 +29,8 @@ const usage = `usage: taskledger agent <command> [flags]
 commands:
   enroll --server URL --device-id ID --token-file F [--key-file PATH]
   run --exec CMD [--poll 2s] [--check NAME=true|false]... [--heartbeat D]
+      [--start-delay D] [--start-when CMD] [--renew-every R]
+      [--evidence-file PATH] [--ca-file FILE]
   status [--json]
   resolve TASK_ID
 every command takes --state DIR (default: the user's state directory)
@@ -41,64 +45,35 @@ type env struct {
 }
 
 // Main runs `taskledger agent` with args (the words after "agent") and
-// returns the process exit code.
+// returns the process exit code: the agent's command tree on its own.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "run" {
-		ch := make(chan os.Signal, 2)
-		signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
-		defer signal.Stop(ch)
-		return mainWith(args, stdout, stderr, env{clock: client.SystemClock{}, signals: ch})
-	}
-	return mainWith(args, stdout, stderr, env{clock: client.SystemClock{}})
-}
-
-func mainWith(args []string, stdout, stderr io.Writer, e env) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage
 	}
+	root := NewCommand(stdout, stderr)
+	cli.Prepare(root)
+	return cli.Execute(root, args, stderr, "taskledger agent")
+}
+
+// NewCommand is `taskledger agent` and its subcommands (enroll, run,
+// status, resolve), for the binary's command tree.
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	return newCommand(stdout, stderr, env{clock: client.SystemClock{}})
+}
+
+func newCommand(stdout, stderr io.Writer, e env) *cobra.Command {
 	stderr = &syncWriter{w: stderr}
-	var code int
-	switch args[0] {
-	case "enroll":
-		code = cmdEnroll(args[1:], stdout, stderr, e)
-	case "run":
-		code = cmdRun(args[1:], stdout, stderr, e)
-	case "status":
-		code = cmdStatus(args[1:], stdout, stderr)
-	case "resolve":
-		code = cmdResolve(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return ExitOK
-	default:
-		fmt.Fprintf(stderr, "taskledger agent: unknown command %q\n%s", args[0], usage)
-		return ExitUsage
-	}
-	return code
+	c := &cobra.Command{Use: "agent", Short: "the device agent (enroll, run, status, resolve)",
+		Long: "The device agent: enroll a device, run it against a server, show its status, resolve a stuck task.\n\n" + usage +
+			"\nExit codes: 0 ok, 1 error (state, decryption, a refusal), 2 usage, 3 a task needs a person, 4 the server refused the device token (401)."}
+	c.AddCommand(newEnrollCmd(stdout, stderr, e), newRunCmd(stdout, stderr, e), newStatusCmd(stdout, stderr), newResolveCmd(stdout, stderr))
+	return c
 }
 
-// parse parses flags that may stand before or after positional arguments.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("taskledger agent "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	state := fs.String("state", "", "state directory (default: the user's state directory)")
-	return fs, state
+// stateFlag defines --state, which every agent command takes.
+func stateFlag(fs *pflag.FlagSet) *string {
+	return fs.String("state", "", "state directory (default: the user's state directory)")
 }
 
 func stateDir(flagVal string) (string, error) {
@@ -123,50 +98,54 @@ func fail(stderr io.Writer, err error) int {
 	return ExitError
 }
 
-func cmdEnroll(args []string, stdout, stderr io.Writer, e env) int {
-	fs, state := newFlags("enroll", stderr)
+func newEnrollCmd(stdout, stderr io.Writer, e env) *cobra.Command {
+	c := &cobra.Command{Use: "enroll --server URL --device-id ID --token-file F [--key-file PATH]",
+		Short: "store a device's identity and sealed token in the state",
+		Long:  "Validate the server URL (same rules as the transport) and the device id, read the token file (the token alone, trailing newline allowed; the file may be deleted afterwards), seal the token and store the identity. It contacts nothing. Without --key-file the key is kept in the OS keychain (Linux, macOS) or DPAPI (Windows)."}
+	fs := c.Flags()
+	state := stateFlag(fs)
 	server := fs.String("server", "", "server URL (https, or http to loopback)")
 	devID := fs.String("device-id", "", "device id (UUID)")
 	tokenFile := fs.String("token-file", "", "file holding the device token alone")
 	keyFile := fs.String("key-file", "", "encryption key file (created 0600 when missing)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 0 || *server == "" || *devID == "" || *tokenFile == "" {
-		return fail(stderr, fmt.Errorf("%w: enroll --server URL --device-id ID --token-file F [--key-file PATH]", ErrUsage))
-	}
-	dir, err := stateDir(*state)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	err = device.Enroll(device.EnrollOptions{StateDir: dir, ServerURL: *server, DeviceID: *devID,
-		TokenFile: *tokenFile, KeyFile: *keyFile, Clock: e.clock})
-	if err != nil {
-		return fail(stderr, err)
-	}
-	fmt.Fprintf(stdout, "enrolled device %s with %s (state %s); the token file may now be deleted\n", *devID, *server, dir)
-	return ExitOK
+	c.RunE = cli.Code(func(pos []string) int {
+		if len(pos) != 0 || *server == "" || *devID == "" || *tokenFile == "" {
+			return fail(stderr, fmt.Errorf("%w: enroll --server URL --device-id ID --token-file F [--key-file PATH]", ErrUsage))
+		}
+		dir, err := stateDir(*state)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		err = device.Enroll(device.EnrollOptions{StateDir: dir, ServerURL: *server, DeviceID: *devID,
+			TokenFile: *tokenFile, KeyFile: *keyFile, Clock: e.clock})
+		if err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintf(stdout, "enrolled device %s with %s (state %s); the token file may now be deleted\n", *devID, *server, dir)
+		return ExitOK
+	})
+	return c
 }
 
-func cmdResolve(args []string, stdout, stderr io.Writer) int {
-	fs, state := newFlags("resolve", stderr)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 1 {
-		return fail(stderr, fmt.Errorf("%w: resolve TASK_ID", ErrUsage))
-	}
-	dir, err := stateDir(*state)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	if err := device.Resolve(dir, pos[0]); err != nil {
-		return fail(stderr, err)
-	}
-	fmt.Fprintf(stdout, "resolved %s; the agent may claim again\n", pos[0])
-	return ExitOK
+func newResolveCmd(stdout, stderr io.Writer) *cobra.Command {
+	c := &cobra.Command{Use: "resolve TASK_ID", Short: "forget a task (or refused claim) that needed a person, sending nothing",
+		Long: "Remove the entry ID (a task id, or the claim key of a refused claim) and any local claim or pending call for it, sending nothing. Use it after the operator dealt with the task on the server (task recover); the agent then claims again. It runs while `agent run` is stopped (the state lock)."}
+	state := stateFlag(c.Flags())
+	c.RunE = cli.Code(func(pos []string) int {
+		if len(pos) != 1 {
+			return fail(stderr, fmt.Errorf("%w: resolve TASK_ID", ErrUsage))
+		}
+		dir, err := stateDir(*state)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if err := device.Resolve(dir, pos[0]); err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintf(stdout, "resolved %s; the agent may claim again\n", pos[0])
+		return ExitOK
+	})
+	return c
 }
 
 // statusView is what `agent status --json` prints: no secrets.
@@ -201,51 +180,53 @@ type activeView struct {
 	Launched       bool       `json:"launched"`
 }
 
-func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs, state := newFlags("status", stderr)
+func newStatusCmd(stdout, stderr io.Writer) *cobra.Command {
+	c := &cobra.Command{Use: "status [--json]", Short: "the agent's identity, session, pending request, active claim and tasks needing a person",
+		Long: "Print the identity, session, pending request, active claim and the tasks needing a person — no secret (--json for machines). A launched-but-unreported claim is listed as needing a person. It runs while `agent run` is stopped (the state lock)."}
+	fs := c.Flags()
+	state := stateFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 0 {
-		return fail(stderr, fmt.Errorf("%w: status takes no arguments", ErrUsage))
-	}
-	dir, err := stateDir(*state)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	store, st, err := device.OpenStore(dir)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	defer store.Close()
-	v := statusView{State: dir, SessionID: st.SessionID, NeedsPerson: st.Manual}
-	if v.NeedsPerson == nil {
-		v.NeedsPerson = []localstate.Manual{}
-	}
-	if id := st.Identity; id != nil {
-		v.Enrolled, v.Server, v.DeviceID, v.KeySource, v.KeyFile, v.KeyID = true, id.ServerURL, id.DeviceID, id.KeySource, id.KeyFile, id.KeyID
-	}
-	if p := st.Pending; p != nil {
-		v.Pending = &pendingView{Kind: p.Kind, Op: p.Op, Key: p.Key, TaskID: p.TaskID}
-	}
-	if a := st.Active; a != nil {
-		v.Active = &activeView{TaskID: a.TaskID, Generation: a.Generation, State: a.State, Version: a.Version,
-			ExecutionID: a.ExecutionID, LeaseExpiresAt: a.LeaseExpiresAt, Launched: a.Launched}
-		if a.Launched && a.State != client.StateClaimed {
-			v.NeedsPerson = append(v.NeedsPerson, localstate.Manual{ID: a.TaskID, TaskID: a.TaskID, Generation: a.Generation,
-				ExecutionID: a.ExecutionID, Reason: "the task was running when the agent stopped; it is not run again"})
+	c.RunE = cli.Code(func(pos []string) int {
+		if len(pos) != 0 {
+			return fail(stderr, fmt.Errorf("%w: status takes no arguments", ErrUsage))
 		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(v)
+		dir, err := stateDir(*state)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		store, st, err := device.OpenStore(dir)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		defer store.Close()
+		v := statusView{State: dir, SessionID: st.SessionID, NeedsPerson: st.Manual}
+		if v.NeedsPerson == nil {
+			v.NeedsPerson = []localstate.Manual{}
+		}
+		if id := st.Identity; id != nil {
+			v.Enrolled, v.Server, v.DeviceID, v.KeySource, v.KeyFile, v.KeyID = true, id.ServerURL, id.DeviceID, id.KeySource, id.KeyFile, id.KeyID
+		}
+		if p := st.Pending; p != nil {
+			v.Pending = &pendingView{Kind: p.Kind, Op: p.Op, Key: p.Key, TaskID: p.TaskID}
+		}
+		if a := st.Active; a != nil {
+			v.Active = &activeView{TaskID: a.TaskID, Generation: a.Generation, State: a.State, Version: a.Version,
+				ExecutionID: a.ExecutionID, LeaseExpiresAt: a.LeaseExpiresAt, Launched: a.Launched}
+			if a.Launched && a.State != client.StateClaimed {
+				v.NeedsPerson = append(v.NeedsPerson, localstate.Manual{ID: a.TaskID, TaskID: a.TaskID, Generation: a.Generation,
+					ExecutionID: a.ExecutionID, Reason: "the task was running when the agent stopped; it is not run again"})
+			}
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(v)
+			return ExitOK
+		}
+		printStatus(stdout, v)
 		return ExitOK
-	}
-	printStatus(stdout, v)
-	return ExitOK
+	})
+	return c
 }
 
 func printStatus(w io.Writer, v statusView) {
@@ -321,3 +302,5 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func (l *listFlag) Type() string { return "NAME=true|false" }

@@ -8,14 +8,18 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/shlex"
+	"github.com/spf13/cobra"
 
 	"taskledger/client"
 	"taskledger/client/device"
+	"taskledger/internal/cli"
 )
 
 const (
@@ -61,8 +65,13 @@ type runner struct {
 	survivorKilled bool
 }
 
-func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
-	fs, state := newFlags("run", stderr)
+func newRunCmd(stdout, stderr io.Writer, e env) *cobra.Command {
+	c := &cobra.Command{Use: "run --exec CMD [flags]", Short: "claim tasks and run CMD for each, until stopped",
+		Long: "Run the agent: presence, claim-next, start, run CMD (split like a shell, run without one, the task payload JSON on stdin) with heartbeats, then complete or fail with what CMD reported; every request is persisted before it is sent and replayed after a lost answer. " +
+			"Without --check the agent reports agent_running=true and learns the checks the server requires of the device (its missing_checks) as true; with --check it reports exactly those. " +
+			"SIGTERM/SIGINT: no new claim, the running task is finished, exit 0; a second signal leaves at once. Exit 3 when a task needs a person (see agent status), 4 when the server refuses the device token."}
+	fs := c.Flags()
+	state := stateFlag(fs)
 	execCmd := fs.String("exec", "", "command to run per task (split like a shell, run without one)")
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask for work while idle")
 	hb := fs.Duration("heartbeat", 0, "heartbeat interval while running (default and maximum: a third of the running lease)")
@@ -73,67 +82,72 @@ func cmdRun(args []string, stdout, stderr io.Writer, e env) int {
 	evidence := fs.String("evidence-file", "", "path where the work command may leave a PNG screenshot; it is uploaded as the execution's evidence")
 	var checks listFlag
 	fs.Var(&checks, "check", "readiness check NAME=true|false (repeatable; default: agent_running=true plus every check the server names as missing)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 0 || *execCmd == "" {
-		//lint:ignore ST1005 the usage line is the message, printed as is
-		return fail(stderr, fmt.Errorf("%w: run --exec CMD [--poll 2s] [--check NAME=true|false]...", ErrUsage))
-	}
-	argv, err := shlex.Split(*execCmd)
-	if err != nil || len(argv) == 0 {
-		return fail(stderr, fmt.Errorf("%w: %q", ErrBadExec, *execCmd))
-	}
-	var when []string
-	if *startWhen != "" {
-		if when, err = shlex.Split(*startWhen); err != nil || len(when) == 0 {
-			return fail(stderr, fmt.Errorf("%w: --start-when %q", ErrBadExec, *startWhen))
+	c.RunE = cli.Code(func(pos []string) int {
+		if e.signals == nil {
+			ch := make(chan os.Signal, 2)
+			signal.Notify(ch, syscall.SIGTERM, os.Interrupt)
+			defer signal.Stop(ch)
+			e.signals = ch
 		}
-	}
-	chk, learn, err := splitChecks(checks)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	if *startDelay < 0 || *renewEvery < 0 || (*renewEvery > 0 && *renewEvery < 10*time.Millisecond) {
-		return fail(stderr, fmt.Errorf("%w: --start-delay must not be negative and --renew-every must be at least 10ms", ErrUsage))
-	}
-	if *poll < 10*time.Millisecond {
-		return fail(stderr, fmt.Errorf("%w: --poll must be at least 10ms", ErrUsage))
-	}
-	dir, err := stateDir(*state)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	log := newLogger(stderr, e.clock)
-	o := e.devOpts
-	if *caFile != "" {
-		pool, err := loadCAFile(*caFile)
+		if len(pos) != 0 || *execCmd == "" {
+			//lint:ignore ST1005 the usage line is the message, printed as is
+			return fail(stderr, fmt.Errorf("%w: run --exec CMD [--poll 2s] [--check NAME=true|false]...", ErrUsage))
+		}
+		argv, err := shlex.Split(*execCmd)
+		if err != nil || len(argv) == 0 {
+			return fail(stderr, fmt.Errorf("%w: %q", ErrBadExec, *execCmd))
+		}
+		var when []string
+		if *startWhen != "" {
+			if when, err = shlex.Split(*startWhen); err != nil || len(when) == 0 {
+				return fail(stderr, fmt.Errorf("%w: --start-when %q", ErrBadExec, *startWhen))
+			}
+		}
+		chk, learn, err := splitChecks(checks)
 		if err != nil {
 			return fail(stderr, err)
 		}
-		o.RootCAs = pool
-	}
-	o.StateDir, o.Clock, o.Logger = dir, e.clock, log
-	// Open decrypts every secret first: any state or key problem stops here,
-	// before a single request.
-	dev, err := device.Open(o)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	defer dev.Close()
-	r := &runner{src: dev, sink: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk, learnChecks: learn,
-		stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
-	log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
-	if err := r.reapSurvivor(); err != nil {
-		return fail(stderr, err)
-	}
-	err = r.loop(context.Background())
-	if err != nil {
-		return fail(stderr, err)
-	}
-	log.Info("agent stopped")
-	return ExitOK
+		if *startDelay < 0 || *renewEvery < 0 || (*renewEvery > 0 && *renewEvery < 10*time.Millisecond) {
+			return fail(stderr, fmt.Errorf("%w: --start-delay must not be negative and --renew-every must be at least 10ms", ErrUsage))
+		}
+		if *poll < 10*time.Millisecond {
+			return fail(stderr, fmt.Errorf("%w: --poll must be at least 10ms", ErrUsage))
+		}
+		dir, err := stateDir(*state)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		log := newLogger(stderr, e.clock)
+		o := e.devOpts
+		if *caFile != "" {
+			pool, err := loadCAFile(*caFile)
+			if err != nil {
+				return fail(stderr, err)
+			}
+			o.RootCAs = pool
+		}
+		o.StateDir, o.Clock, o.Logger = dir, e.clock, log
+		// Open decrypts every secret first: any state or key problem stops here,
+		// before a single request.
+		dev, err := device.Open(o)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		defer dev.Close()
+		r := &runner{src: dev, sink: dev, log: log, clock: e.clock, argv: argv, poll: *poll, heartbeat: *hb, checks: chk, learnChecks: learn,
+			stderr: stderr, signals: e.signals, evidence: *evidence, startDelay: *startDelay, renewInterval: *renewEvery, startWhen: when}
+		log.Info("agent started", "state", dir, "server", dev.Client().BaseURL(), "device", dev.Client().DeviceID())
+		if err := r.reapSurvivor(); err != nil {
+			return fail(stderr, err)
+		}
+		err = r.loop(context.Background())
+		if err != nil {
+			return fail(stderr, err)
+		}
+		log.Info("agent stopped")
+		return ExitOK
+	})
+	return c
 }
 
 // loop runs until stopped (nil) or a condition a person must see (error).

@@ -59,14 +59,16 @@ only reads (tasks, devices, history, the event stream, export, verify,
 checkpoints, proofs and audit bundles). A token never creates or revokes a
 token of a role above its own.`
 
-func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
+func newAdminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 	top := &cobra.Command{Use: "admin-token", Short: "create, list and revoke admin tokens (running server or stopped ledger)",
 		Long: adminTokenLong}
 	var r remoteFlags
 	var data, reason, role string
-	r.register(top.PersistentFlags())
-	top.PersistentFlags().StringVar(&data, "data", envDefault("data", "./data"), "data directory of a stopped ledger, used without --server [env TASKLEDGER_DATA]")
-	remote := func() bool { return r.server != "" || remoteRequested(nil) }
+	r.registerConn(top.PersistentFlags(), true)
+	top.PersistentFlags().StringVar(&r.idemKey, "idempotency-key", "", "with --server: retry a command with the key of an earlier invocation (default: a fresh UUIDv4)")
+	top.PersistentFlags().BoolVar(&r.json, "json", false, "print the API's JSON answer instead of text")
+	envStringVar(top.PersistentFlags(), &data, "data", "./data", "data directory of a stopped ledger, used without --server")
+	remote := func() bool { return r.server != "" }
 
 	create := &cobra.Command{Use: "create NAME", Short: "create an admin token; prints only the token, once",
 		Long: "Create the admin token NAME and print it on stdout, once (everything else goes to stderr).\n\n" + adminTokenLong,
@@ -74,11 +76,11 @@ func adminTokenCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(_ *cobra.Command, a []string) error {
 			name := a[0]
 			if !api.AdminTokenName.MatchString(name) {
-				return usageErr{errors.New("admin token names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit")}
+				return usageErr{Err: errors.New("admin token names are 1–64 characters of [A-Za-z0-9._-], starting with a letter or digit")}
 			}
 			newRole, ok := wire.ParseRole(role)
 			if !ok || role == "" {
-				return usageErr{fmt.Errorf("--role must be admin, operator or auditor, not %q", role)}
+				return usageErr{Err: fmt.Errorf("--role must be admin, operator or auditor, not %q", role)}
 			}
 			if !remote() {
 				return offlineAdminToken(data, stdout, stderr, name, newRole, "")
@@ -186,14 +188,14 @@ func offlineAdminToken(dir string, stdout, stderr io.Writer, create string, role
 	if revoke != "" && !ledger.Exists(dir) {
 		// Never create a ledger just to revoke: the first serve would then
 		// find it and write no initial admin token.
-		return exitError{fail(stderr, "no ledger in %s (--data)", dir)}
+		return exitError{Code: fail(stderr, "no ledger in %s (--data)", dir)}
 	}
 	nd, err := node.Open(node.Config{DataDir: dir, Offline: true, Commands: commands.DefaultConfig(), Logger: zerolog.Nop()})
 	if errors.Is(err, ledger.ErrInUse) {
-		return exitError{fail(stderr, "the ledger in %s is in use by a running server: give --server URL (and its admin token) to do this through its API", dir)}
+		return exitError{Code: fail(stderr, "the ledger in %s is in use by a running server: give --server URL (and its admin token) to do this through its API", dir)}
 	}
 	if err != nil {
-		return exitError{fail(stderr, "%v", err)}
+		return exitError{Code: fail(stderr, "%v", err)}
 	}
 	defer nd.Close()
 	req := commands.AdminReq{Key: uuid.NewString()}
@@ -213,13 +215,13 @@ func offlineAdminToken(dir string, stdout, stderr io.Writer, create string, role
 	_, err = nd.Engine.Do(context.Background(), cmd)
 	switch {
 	case errors.Is(err, commands.ErrAdminTokenExists):
-		return exitError{fail(stderr, "an admin token named %q exists; revoke it first", create)}
+		return exitError{Code: fail(stderr, "an admin token named %q exists; revoke it first", create)}
 	case errors.Is(err, commands.ErrAdminTokenNotFound):
-		return exitError{fail(stderr, "no admin token named %q", revoke)}
+		return exitError{Code: fail(stderr, "no admin token named %q", revoke)}
 	case errors.Is(err, commands.ErrLastAdminToken):
-		return exitError{fail(stderr, "%q is the last active admin token; create another first", revoke)}
+		return exitError{Code: fail(stderr, "%q is the last active admin token; create another first", revoke)}
 	case err != nil:
-		return exitError{fail(stderr, "%v", err)}
+		return exitError{Code: fail(stderr, "%v", err)}
 	}
 	if create != "" {
 		fmt.Fprintln(stdout, token)

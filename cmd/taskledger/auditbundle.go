@@ -16,6 +16,8 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/projections"
+
+	"github.com/spf13/cobra"
 )
 
 // Bundle is the audit bundle's document (audit/transparency).
@@ -25,39 +27,39 @@ type Bundle = transparency.Bundle
 // `audit-bundle --task ID --out FILE [--data DIR]`. The proofs are against
 // the latest stored checkpoint when it covers the task's events, else
 // against a checkpoint of the whole log signed now.
-func cmdAuditBundle(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("audit-bundle", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory")
-	task := fs.String("task", "", "the task id")
-	out := fs.String("out", "", "the bundle file to write")
-	server := fs.String("server", "", "read the bundle from this running server (admin token from --token-file or TASKLEDGER_TOKEN) instead of --data")
-	tokenFile := fs.String("token-file", "", "with --server: a file holding the admin token")
-	key := fs.String("key", "", "with --server: the verifier string the bundle must be signed by (default: the one the server names)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 0 || *task == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: taskledger audit-bundle --task ID --out FILE [--data DIR | --server URL [--token-file F] [--key VERIFIER]]")
-		return 2
-	}
-	if *server != "" {
-		return remoteBundle(*server, *tokenFile, *key, *task, *out, stderr)
-	}
-	store, code := openLedger(*data, false, stderr)
-	if store == nil {
-		return code
-	}
-	defer store.Close()
-	b, err := buildBundle(store, *data, *task)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	if err := os.WriteFile(*out, b.Encode(), 0o644); err != nil {
-		return fail(stderr, "%v", err)
-	}
-	fmt.Fprintf(stderr, "taskledger: bundle of task %s: %d events, proofs against the checkpoint of size %s\n", *task, len(b.Events), sizeLine(b.Checkpoint))
-	return 0
+func newAuditBundleCmd(stdout, stderr io.Writer) *cobra.Command {
+	var data, task, out, server, tokenFile, key *string
+	c := command("audit-bundle", func(pos []string) int {
+		if len(pos) != 0 || *task == "" || *out == "" {
+			fmt.Fprintln(stderr, "usage: taskledger audit-bundle --task ID --out FILE [--data DIR | --server URL [--token-file F] [--key VERIFIER]]")
+			return 2
+		}
+		if *server != "" {
+			return remoteBundle(*server, *tokenFile, *key, *task, *out, stderr)
+		}
+		store, code := openLedger(*data, false, stderr)
+		if store == nil {
+			return code
+		}
+		defer store.Close()
+		b, err := buildBundle(store, *data, *task)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		if err := os.WriteFile(*out, b.Encode(), 0o644); err != nil {
+			return fail(stderr, "%v", err)
+		}
+		fmt.Fprintf(stderr, "taskledger: bundle of task %s: %d events, proofs against the checkpoint of size %s\n", *task, len(b.Events), sizeLine(b.Checkpoint))
+		return 0
+	})
+	fs := c.Flags()
+	data = envString(fs, "data", "./data", "data directory")
+	task = fs.String("task", "", "the task id")
+	out = fs.String("out", "", "the bundle file to write")
+	server = fs.String("server", "", "read the bundle from this running server (admin token from --token-file or TASKLEDGER_TOKEN) instead of --data")
+	tokenFile = fs.String("token-file", "", "with --server: a file holding the admin token")
+	key = fs.String("key", "", "with --server: the verifier string the bundle must be signed by (default: the one the server names)")
+	return c
 }
 
 // remoteBundle fetches a task's bundle from a running server and writes it

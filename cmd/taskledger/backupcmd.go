@@ -18,52 +18,51 @@ import (
 	"taskledger/audit/checkpoint"
 	"taskledger/backup"
 	"taskledger/ledger"
+
+	"github.com/spf13/cobra"
 )
 
 // cmdBackup: `backup --out FILE [--data DIR | --server URL]` — the backup
 // archive of a stopped ledger, or of a running server's through
 // GET /api/v1/admin/backup (package backup). The file is written as
 // FILE.partial, fsynced and renamed: FILE exists only complete.
-func cmdBackup(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("backup", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory of a stopped ledger")
-	out := fs.String("out", "", "the archive file to write (must not exist)")
-	server := fs.String("server", "", "back up this running server instead (admin token from --token-file or TASKLEDGER_TOKEN) [env TASKLEDGER_SERVER]")
-	tokenFile := fs.String("token-file", "", "with --server: a file holding the admin token [env TASKLEDGER_TOKEN_FILE]")
-	caFile := fs.String("ca-file", "", "with --server: PEM file of the CA of the server's TLS certificate [env TASKLEDGER_CA_FILE]")
-	led := fs.String("ledger", "", "refused: a cluster's JetStream log is not backed up by this command")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 0 || *out == "" {
-		fmt.Fprintln(stderr, "usage: taskledger backup --out FILE [--data DIR | --server URL [--token-file F] [--ca-file F]]")
-		return 2
-	}
-	if *led != "" {
-		return fail(stderr, "backup reads a bbolt ledger (--data, or --server of a bbolt node); a cluster's log (--ledger %s) is not backed up by taskledger: back up its JetStream stream with NATS's tools (nats stream backup)", *led)
-	}
-	if _, err := os.Lstat(*out); err == nil {
-		return fail(stderr, "%s exists: give a new file", *out)
-	}
-	if *server == "" {
-		*server = os.Getenv("TASKLEDGER_SERVER")
-	}
-	start := time.Now() //tl:wallclock backup duration, reported to the operator
-	var m *backup.Manifest
-	var n int64
-	if *server != "" {
-		m, n, err = remoteBackup(remoteFlags{server: *server, tokenFile: *tokenFile, caFile: *caFile}, *out, stderr)
-	} else {
-		m, n, err = offlineBackup(*data, *out, stderr)
-	}
-	if err != nil {
-		return fail(stderr, "backup: %v", err)
-	}
-	elapsed := time.Since(start)
-	fmt.Fprintf(stdout, "backup %s: head seq %d, %d blobs, %d bytes in %.3fs (%.1f MB/s)\n",
-		*out, m.HeadSeq, len(m.Blobs), n, elapsed.Seconds(), float64(n)/1e6/max(elapsed.Seconds(), 1e-9))
-	return 0
+func newBackupCmd(stdout, stderr io.Writer) *cobra.Command {
+	var data, out, led *string
+	var r remoteFlags
+	c := command("backup", func(pos []string) int {
+		var err error
+		if len(pos) != 0 || *out == "" {
+			fmt.Fprintln(stderr, "usage: taskledger backup --out FILE [--data DIR | --server URL [--token-file F] [--ca-file F]]")
+			return 2
+		}
+		if *led != "" {
+			return fail(stderr, "backup reads a bbolt ledger (--data, or --server of a bbolt node); a cluster's log (--ledger %s) is not backed up by taskledger: back up its JetStream stream with NATS's tools (nats stream backup)", *led)
+		}
+		if _, err := os.Lstat(*out); err == nil {
+			return fail(stderr, "%s exists: give a new file", *out)
+		}
+		start := time.Now() //tl:wallclock backup duration, reported to the operator
+		var m *backup.Manifest
+		var n int64
+		if r.server != "" {
+			m, n, err = remoteBackup(r, *out, stderr)
+		} else {
+			m, n, err = offlineBackup(*data, *out, stderr)
+		}
+		if err != nil {
+			return fail(stderr, "backup: %v", err)
+		}
+		elapsed := time.Since(start)
+		fmt.Fprintf(stdout, "backup %s: head seq %d, %d blobs, %d bytes in %.3fs (%.1f MB/s)\n",
+			*out, m.HeadSeq, len(m.Blobs), n, elapsed.Seconds(), float64(n)/1e6/max(elapsed.Seconds(), 1e-9))
+		return 0
+	})
+	fs := c.Flags()
+	data = envString(fs, "data", "./data", "data directory of a stopped ledger")
+	out = fs.String("out", "", "the archive file to write (must not exist)")
+	r.registerConn(fs, true)
+	led = fs.String("ledger", "", "refused: a cluster's JetStream log is not backed up by this command")
+	return c
 }
 
 // offlineBackup writes the archive of the stopped ledger in dir.

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // backupFlags are serve's scheduled-backup settings.
@@ -14,8 +15,8 @@ type backupFlags struct {
 	dir, every, keep string
 }
 
-func (f *backupFlags) register(fs *flag.FlagSet) {
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, envDefault(name, def), usage) }
+func (f *backupFlags) register(fs *pflag.FlagSet) {
+	str := func(p *string, name, def, usage string) { envStringVar(fs, p, name, def, usage) }
 	str(&f.dir, "backup-dir", "", "write a backup archive into this directory every --backup-every (default: no scheduled backup)")
 	str(&f.every, "backup-every", "24h", "with --backup-dir: time between scheduled backups (1m–720h)")
 	str(&f.keep, "backup-keep", "7", "with --backup-dir: scheduled backups kept, the newest (1–1000)")

@@ -18,18 +18,21 @@ import (
 	"time"
 
 	"taskledger/bench"
+
+	"github.com/spf13/cobra"
 )
 
 // rawWriters are the group-commit baselines every raw run measures.
 var rawWriters = []int{64, 256}
 
-func cmdBench(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bench", stderr)
+func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
+	c := command("bench", nil)
+	fs := c.Flags()
 	devicesFlag := fs.String("devices", "256", "concurrent simulated devices (a comma-separated list runs each)")
 	duration := fs.Duration("duration", 10*time.Second, "length of each scenario")
 	mode := fs.String("mode", "all", "inprocess, http, raw, replay, or all (raw baselines + in-process, + http when --url is given; replay only by name)")
 	url := fs.String("url", "", "http mode: base URL of a running server (without it, a server is started in this process on loopback)")
-	adminToken := fs.String("admin-token", envDefault("admin-token", ""), "http mode with --url: an admin token of that server")
+	adminToken := envString(fs, "admin-token", "", "http mode with --url: an admin token of that server")
 	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
 	byOp := fs.Bool("by-op", false, "print counts and latencies by command under each ledger scenario")
 	verify := fs.Bool("verify", false, "verify each in-process ledger after its run")
@@ -42,183 +45,184 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	beatSteps := fs.String("heartbeat-steps", "same", "in-process runs: same (heartbeats keep one step per execution and append no event), each (every heartbeat reports a new step and appends one, as before quiet heartbeats), or both (the two, in this run)")
 	loops := loopsFlag{bench.LoopMix}
 	fs.Var(&loops, "loop", "http runs: mix (the benchmark's mix of both loops), release (claim → release only), full (the full loop only), or a comma-separated list of them (all: the three), each on its own server and line")
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) > 0 {
-		fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N]")
-		return 2
-	}
-	var devices []int
-	for _, f := range strings.Split(*devicesFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 100000 {
-			return fail(stderr, "--devices must be a number from 1 to 100000 (or a comma-separated list of them)")
+	c.RunE = runCode(func(pos []string) int {
+		if len(pos) > 0 {
+			fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N]")
+			return 2
 		}
-		devices = append(devices, n)
-	}
-	if *duration <= 0 {
-		return fail(stderr, "--duration must be positive")
-	}
-	var beatModes []bool // StepEachHeartbeat per in-process run
-	switch *beatSteps {
-	case "same":
-		beatModes = []bool{false}
-	case "each":
-		beatModes = []bool{true}
-	case "both":
-		beatModes = []bool{true, false}
-	default:
-		return fail(stderr, "--heartbeat-steps must be same, each or both")
-	}
-	runRaw, runIn, runHTTP := false, false, false
-	switch *mode {
-	case "replay":
-		rc, code := replayConfig(*replayEvents, *replayTasks, *replayTail, stderr)
-		if code != 0 {
-			return code
-		}
-		return benchReplay(rc, *data, *verify, *cpuProfile, *memProfile, *traceFile, stdout, stderr)
-	case "all":
-		runRaw, runIn, runHTTP = true, true, *url != ""
-	case "raw":
-		runRaw = true
-	case "inprocess":
-		runIn = true
-	case "http":
-		runHTTP = true
-	default:
-		return fail(stderr, "--mode must be inprocess, http, raw, replay or all")
-	}
-	if *url != "" && *adminToken == "" && runHTTP {
-		return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")
-	}
-
-	root := *data
-	if root == "" {
-		tmp, err := os.MkdirTemp("", "taskledger-bench-")
-		if err != nil {
-			return fail(stderr, "%v", err)
-		}
-		defer os.RemoveAll(tmp)
-		root = tmp
-	} else {
-		if err := os.MkdirAll(root, 0o700); err != nil {
-			return fail(stderr, "%v", err)
-		}
-		run, err := os.MkdirTemp(root, "bench-")
-		if err != nil {
-			return fail(stderr, "%v", err)
-		}
-		root = run
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	gc := tuneGC()
-	stopProfiles, err := startProfiles(*cpuProfile, *memProfile, *traceFile)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	defer func() {
-		if err := stopProfiles(); err != nil {
-			fmt.Fprintf(stderr, "taskledger: %v\n", err)
-		}
-	}()
-	fmt.Fprintf(stdout, "taskledger bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), %s, %s per scenario, data in %s\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), gc, *duration, root)
-	results := map[string]*bench.Result{}
-	show := func(key string, r *bench.Result) {
-		results[key] = r
-		fmt.Fprintln(stdout, r.Line())
-		if *byOp && key[0] != 'r' {
-			fmt.Fprintln(stdout, r.OpLine())
-		}
-	}
-	cfg := func(n int) bench.Config { return bench.Config{Devices: n, Duration: *duration} }
-
-	if runRaw {
-		r, err := bench.RawOneTx(filepath.Join(root, "raw"), bench.RawStop{Duration: *duration})
-		if err != nil {
-			return fail(stderr, "%v", err)
-		}
-		show("raw-1tx", r)
-		writers := slices.Clone(rawWriters)
-		for _, n := range devices {
-			if !slices.Contains(writers, n) {
-				writers = append(writers, n)
+		var devices []int
+		for _, f := range strings.Split(*devicesFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 100000 {
+				return fail(stderr, "--devices must be a number from 1 to 100000 (or a comma-separated list of them)")
 			}
+			devices = append(devices, n)
 		}
-		slices.Sort(writers)
-		for _, n := range writers {
-			r, err := bench.RawGroupCommit(filepath.Join(root, "raw"), n, bench.RawStop{Duration: *duration})
+		if *duration <= 0 {
+			return fail(stderr, "--duration must be positive")
+		}
+		var beatModes []bool // StepEachHeartbeat per in-process run
+		switch *beatSteps {
+		case "same":
+			beatModes = []bool{false}
+		case "each":
+			beatModes = []bool{true}
+		case "both":
+			beatModes = []bool{true, false}
+		default:
+			return fail(stderr, "--heartbeat-steps must be same, each or both")
+		}
+		runRaw, runIn, runHTTP := false, false, false
+		switch *mode {
+		case "replay":
+			rc, code := replayConfig(*replayEvents, *replayTasks, *replayTail, stderr)
+			if code != 0 {
+				return code
+			}
+			return benchReplay(rc, *data, *verify, *cpuProfile, *memProfile, *traceFile, stdout, stderr)
+		case "all":
+			runRaw, runIn, runHTTP = true, true, *url != ""
+		case "raw":
+			runRaw = true
+		case "inprocess":
+			runIn = true
+		case "http":
+			runHTTP = true
+		default:
+			return fail(stderr, "--mode must be inprocess, http, raw, replay or all")
+		}
+		if *url != "" && *adminToken == "" && runHTTP {
+			return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")
+		}
+
+		root := *data
+		if root == "" {
+			tmp, err := os.MkdirTemp("", "taskledger-bench-")
 			if err != nil {
 				return fail(stderr, "%v", err)
 			}
-			show(fmt.Sprintf("raw-gc-%d", n), r)
+			defer os.RemoveAll(tmp)
+			root = tmp
+		} else {
+			if err := os.MkdirAll(root, 0o700); err != nil {
+				return fail(stderr, "%v", err)
+			}
+			run, err := os.MkdirTemp(root, "bench-")
+			if err != nil {
+				return fail(stderr, "%v", err)
+			}
+			root = run
 		}
-	}
-	if runIn {
-		for _, n := range devices {
-			for _, each := range beatModes {
-				key, c := fmt.Sprintf("in-%d", n), cfg(n)
-				if each {
-					key, c.StepEachHeartbeat = fmt.Sprintf("in-each-%d", n), true
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+
+		gc := tuneGC()
+		stopProfiles, err := startProfiles(*cpuProfile, *memProfile, *traceFile)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		defer func() {
+			if err := stopProfiles(); err != nil {
+				fmt.Fprintf(stderr, "taskledger: %v\n", err)
+			}
+		}()
+		fmt.Fprintf(stdout, "taskledger bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), %s, %s per scenario, data in %s\n",
+			runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), gc, *duration, root)
+		results := map[string]*bench.Result{}
+		show := func(key string, r *bench.Result) {
+			results[key] = r
+			fmt.Fprintln(stdout, r.Line())
+			if *byOp && key[0] != 'r' {
+				fmt.Fprintln(stdout, r.OpLine())
+			}
+		}
+		cfg := func(n int) bench.Config { return bench.Config{Devices: n, Duration: *duration} }
+
+		if runRaw {
+			r, err := bench.RawOneTx(filepath.Join(root, "raw"), bench.RawStop{Duration: *duration})
+			if err != nil {
+				return fail(stderr, "%v", err)
+			}
+			show("raw-1tx", r)
+			writers := slices.Clone(rawWriters)
+			for _, n := range devices {
+				if !slices.Contains(writers, n) {
+					writers = append(writers, n)
 				}
-				dir := filepath.Join(root, "inprocess-"+key)
-				r, err := bench.InProcessScenario(ctx, dir, c)
+			}
+			slices.Sort(writers)
+			for _, n := range writers {
+				r, err := bench.RawGroupCommit(filepath.Join(root, "raw"), n, bench.RawStop{Duration: *duration})
 				if err != nil {
-					return fail(stderr, "in-process, %d devices: %v", n, err)
+					return fail(stderr, "%v", err)
 				}
-				if each {
-					r.Name += " (a new step every heartbeat)"
-				}
-				show(key, r)
-				if *verify {
-					if code := verifyDir(dir, stdout, stderr); code != 0 {
-						return code
+				show(fmt.Sprintf("raw-gc-%d", n), r)
+			}
+		}
+		if runIn {
+			for _, n := range devices {
+				for _, each := range beatModes {
+					key, c := fmt.Sprintf("in-%d", n), cfg(n)
+					if each {
+						key, c.StepEachHeartbeat = fmt.Sprintf("in-each-%d", n), true
+					}
+					dir := filepath.Join(root, "inprocess-"+key)
+					r, err := bench.InProcessScenario(ctx, dir, c)
+					if err != nil {
+						return fail(stderr, "in-process, %d devices: %v", n, err)
+					}
+					if each {
+						r.Name += " (a new step every heartbeat)"
+					}
+					show(key, r)
+					if *verify {
+						if code := verifyDir(dir, stdout, stderr); code != 0 {
+							return code
+						}
 					}
 				}
 			}
 		}
-	}
-	if runHTTP {
-		for _, n := range devices {
-			for _, loop := range loops {
-				c := cfg(n)
-				c.Loop = loop
-				key := httpKey(loop, n)
-				base, tok := *url, *adminToken
-				var local *bench.LocalServer
-				if base == "" {
-					var err error
-					if local, err = bench.ServeLocal(filepath.Join(root, key), false); err != nil {
-						return fail(stderr, "%v", err)
+		if runHTTP {
+			for _, n := range devices {
+				for _, loop := range loops {
+					c := cfg(n)
+					c.Loop = loop
+					key := httpKey(loop, n)
+					base, tok := *url, *adminToken
+					var local *bench.LocalServer
+					if base == "" {
+						var err error
+						if local, err = bench.ServeLocal(filepath.Join(root, key), false); err != nil {
+							return fail(stderr, "%v", err)
+						}
+						base, tok = local.URL, local.AdminToken
 					}
-					base, tok = local.URL, local.AdminToken
-				}
-				r, err := bench.HTTPScenario(ctx, base, tok, c)
-				if local != nil {
-					if cerr := local.Close(); cerr != nil && err == nil {
-						err = cerr
+					r, err := bench.HTTPScenario(ctx, base, tok, c)
+					if local != nil {
+						if cerr := local.Close(); cerr != nil && err == nil {
+							err = cerr
+						}
+						if r != nil {
+							r.Name += " (server in this process)"
+						}
 					}
-					if r != nil {
-						r.Name += " (server in this process)"
+					if err != nil {
+						return fail(stderr, "http, %d devices, %s loop: %v", n, loop, err)
 					}
+					show(key, r)
 				}
-				if err != nil {
-					return fail(stderr, "http, %d devices, %s loop: %v", n, loop, err)
-				}
-				show(key, r)
 			}
 		}
-	}
-	printRatios(stdout, results, devices)
-	for _, r := range results {
-		if r.Errors > 0 {
-			return fail(stderr, "some commands failed (see above)")
+		printRatios(stdout, results, devices)
+		for _, r := range results {
+			if r.Errors > 0 {
+				return fail(stderr, "some commands failed (see above)")
+			}
 		}
-	}
-	return 0
+		return 0
+	})
+	return c
 }
 
 // httpKey names an http run's result: http-N for the mix (as before the
@@ -240,6 +244,8 @@ func (f *loopsFlag) String() string {
 	}
 	return strings.Join(names, ",")
 }
+
+func (f *loopsFlag) Type() string { return "loops" }
 
 func (f *loopsFlag) Set(v string) error {
 	if v == "all" {
@@ -288,7 +294,7 @@ func printRatios(w io.Writer, res map[string]*bench.Result, devices []int) {
 
 func verifyDir(dir string, stdout, stderr io.Writer) int {
 	var out strings.Builder
-	code := cmdVerify([]string{"--data", dir}, &out, stderr)
+	code := verifyOffline(&verifyFlags{data: dir, retention: 72 * time.Hour}, &out, stderr)
 	fmt.Fprintf(stdout, "    verify: %s", out.String())
 	return code
 }

@@ -88,7 +88,7 @@ func TestBenchCommandFlags(t *testing.T) {
 		{[]string{"bench", "--duration", "0s"}, 1, "--duration must be positive"},
 		{[]string{"bench", "--mode", "http", "--url", "http://127.0.0.1:1"}, 1, "--admin-token"},
 		{[]string{"bench", "extra"}, 2, "usage: taskledger bench"},
-		{[]string{"bench", "--mode", "http", "--loop", "fast"}, 2, `invalid value "fast" for flag -loop: --loop must be mix, release, full, all`},
+		{[]string{"bench", "--mode", "http", "--loop", "fast"}, 2, `invalid argument "fast" for "--loop" flag: --loop must be mix, release, full, all`},
 		{[]string{"bench", "--mode", "http", "--loop", "release,"}, 2, `unknown loop ""`},
 		{[]string{"bench", "--mode", "http", "--loop", "Full"}, 2, `unknown loop "Full"`},
 	} {
@@ -177,7 +177,7 @@ func TestBenchReplayModeRefusesBadSizes(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"--events", "0"}, "--events must be a number from 100"},
-		{[]string{"--events", "x"}, "invalid value"},
+		{[]string{"--events", "x"}, `invalid argument "x" for "--events" flag`},
 		{[]string{"--tasks", "1"}, "--tasks must be a number from 2"},
 		{[]string{"--tail", "0"}, "--tail must be at least 1"},
 		{[]string{"--events", "1000", "--tasks", "500", "--tail", "500"}, "--tail must be at least 1 and below"},

@@ -12,6 +12,8 @@ import (
 	"taskledger/audit/checkpoint"
 	"taskledger/audit/merkle"
 	"taskledger/audit/transparency"
+
+	"github.com/spf13/cobra"
 )
 
 // The transparency commands: checkpoint-key export, audit-proof
@@ -20,17 +22,19 @@ import (
 
 // cmdCheckpointKey prints the checkpoint key's verifier string:
 // `checkpoint-key export [--data DIR]`. It reads the key file only.
-func cmdCheckpointKey(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("checkpoint-key", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 || pos[0] != "export" {
-		fmt.Fprintln(stderr, "usage: taskledger checkpoint-key export [--data DIR]")
-		return 2
-	}
+func newCheckpointKeyCmd(stdout, stderr io.Writer) *cobra.Command {
+	var data string
+	top := command("checkpoint-key", nil)
+	envStringVar(top.PersistentFlags(), &data, "data", "./data", "data directory")
+	export := &cobra.Command{Use: "export", Short: "print the checkpoint key's public verifier string", Long: abouts["checkpoint-key"].long,
+		Args: cobra.NoArgs, RunE: runCode(func([]string) int { return checkpointKeyExport(data, stdout, stderr) })}
+	top.AddCommand(export)
+	return top
+}
+
+// checkpointKeyExport is `checkpoint-key export`.
+func checkpointKeyExport(dataDir string, stdout, stderr io.Writer) int {
+	data := &dataDir
 	k, err := checkpoint.LoadKey(*data)
 	if err != nil {
 		return fail(stderr, "%v (the server creates it at its first start)", err)
@@ -43,85 +47,88 @@ func cmdCheckpointKey(args []string, stdout, stderr io.Writer) int {
 // stopped ledger, with both signed checkpoints when they were stored:
 // `audit-proof --consistency --from A --to B [--data DIR]` (JSON, the
 // answer of GET /api/v1/admin/proofs/consistency).
-func cmdAuditProof(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("audit-proof", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory")
-	consistency := fs.Bool("consistency", false, "a consistency proof")
-	from := fs.Uint64("from", 0, "the older tree size")
-	to := fs.Uint64("to", 0, "the newer tree size")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 0 || !*consistency || *from == 0 || *to == 0 {
-		fmt.Fprintln(stderr, "usage: taskledger audit-proof --consistency --from A --to B [--data DIR]")
-		return 2
-	}
-	store, code := openLedger(*data, true, stderr)
-	if store == nil {
-		return code
-	}
-	defer store.Close()
-	tree, err := transparency.Build(store)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	hashes, err := tree.Consistency(*from, *to)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	r1, _ := tree.Root(*from)
-	r2, _ := tree.Root(*to)
-	if hashes == nil {
-		hashes = [][]byte{}
-	}
-	out := api.ConsistencyProofJSON{From: *from, To: *to, FromRoot: r1, ToRoot: r2, Hashes: hashes}
-	if n, err := store.Checkpoint(*from); err == nil {
-		s := string(n)
-		out.FromCheckpoint = &s
-	}
-	if n, err := store.Checkpoint(*to); err == nil {
-		s := string(n)
-		out.ToCheckpoint = &s
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return fail(stderr, "%v", err)
-	}
-	return 0
+func newAuditProofCmd(stdout, stderr io.Writer) *cobra.Command {
+	var data *string
+	var consistency *bool
+	var from, to *uint64
+	c := command("audit-proof", func(pos []string) int {
+		if len(pos) != 0 || !*consistency || *from == 0 || *to == 0 {
+			fmt.Fprintln(stderr, "usage: taskledger audit-proof --consistency --from A --to B [--data DIR]")
+			return 2
+		}
+		store, code := openLedger(*data, true, stderr)
+		if store == nil {
+			return code
+		}
+		defer store.Close()
+		tree, err := transparency.Build(store)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		hashes, err := tree.Consistency(*from, *to)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		r1, _ := tree.Root(*from)
+		r2, _ := tree.Root(*to)
+		if hashes == nil {
+			hashes = [][]byte{}
+		}
+		out := api.ConsistencyProofJSON{From: *from, To: *to, FromRoot: r1, ToRoot: r2, Hashes: hashes}
+		if n, err := store.Checkpoint(*from); err == nil {
+			s := string(n)
+			out.FromCheckpoint = &s
+		}
+		if n, err := store.Checkpoint(*to); err == nil {
+			s := string(n)
+			out.ToCheckpoint = &s
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return fail(stderr, "%v", err)
+		}
+		return 0
+	})
+	fs := c.Flags()
+	data = envString(fs, "data", "./data", "data directory")
+	consistency = fs.Bool("consistency", false, "a consistency proof")
+	from = fs.Uint64("from", 0, "the older tree size")
+	to = fs.Uint64("to", 0, "the newer tree size")
+	return c
 }
 
 // cmdAuditVerify checks, with no ledger and no network:
 // `audit-verify --consistency OLD NEW --proof FILE --key VERIFIER` — both
 // checkpoints are signed by the key, OLD is not larger than NEW, and the
 // proof shows the tree of NEW extends the tree of OLD.
-func cmdAuditVerify(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("audit-verify", stderr)
-	consistency := fs.Bool("consistency", false, "check that NEW extends OLD")
-	proofFile := fs.String("proof", "", "the consistency proof (JSON)")
-	key := fs.String("key", "", "the log's verifier string (taskledger checkpoint-key export)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if !*consistency {
-		if len(pos) != 1 {
-			fmt.Fprintln(stderr, "usage: taskledger audit-verify FILE [--key VERIFIER] | audit-verify --consistency OLD NEW --proof FILE --key VERIFIER")
+func newAuditVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
+	var consistency *bool
+	var proofFile, key *string
+	c := command("audit-verify FILE | audit-verify --consistency OLD NEW --proof FILE --key VERIFIER", func(pos []string) int {
+		if !*consistency {
+			if len(pos) != 1 {
+				fmt.Fprintln(stderr, "usage: taskledger audit-verify FILE [--key VERIFIER] | audit-verify --consistency OLD NEW --proof FILE --key VERIFIER")
+				return 2
+			}
+			return auditVerifyBundle(pos[0], *key, stdout, stderr)
+		}
+		if len(pos) != 2 || *proofFile == "" || *key == "" {
+			fmt.Fprintln(stderr, "usage: taskledger audit-verify --consistency OLD_CHECKPOINT NEW_CHECKPOINT --proof FILE --key VERIFIER")
 			return 2
 		}
-		return auditVerifyBundle(pos[0], *key, stdout, stderr)
-	}
-	if len(pos) != 2 || *proofFile == "" || *key == "" {
-		fmt.Fprintln(stderr, "usage: taskledger audit-verify --consistency OLD_CHECKPOINT NEW_CHECKPOINT --proof FILE --key VERIFIER")
-		return 2
-	}
-	if err := verifyConsistency(pos[0], pos[1], *proofFile, *key); err != nil {
-		fmt.Fprintf(stderr, "taskledger: audit-verify FAILED: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "ok: %s extends %s\n", pos[1], pos[0])
-	return 0
+		if err := verifyConsistency(pos[0], pos[1], *proofFile, *key); err != nil {
+			fmt.Fprintf(stderr, "taskledger: audit-verify FAILED: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "ok: %s extends %s\n", pos[1], pos[0])
+		return 0
+	})
+	fs := c.Flags()
+	consistency = fs.Bool("consistency", false, "check that NEW extends OLD")
+	proofFile = fs.String("proof", "", "the consistency proof (JSON)")
+	key = fs.String("key", "", "the log's verifier string (taskledger checkpoint-key export)")
+	return c
 }
 
 // decodeProofFile reads a consistency proof strictly: known fields only,

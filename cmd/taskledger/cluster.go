@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +13,9 @@ import (
 	"taskledger/ledger/jetstream"
 	"taskledger/node"
 	"taskledger/projections"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // The JetStream backend from the command line: `verify --ledger
@@ -27,7 +29,7 @@ type natsFlags struct {
 	replicas            int
 }
 
-func (f *natsFlags) register(fs *flag.FlagSet) {
+func (f *natsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ledger, "ledger", "", "the JetStream log: nats://HOST:PORT[,HOST:PORT...]")
 	fs.StringVar(&f.name, "nats-name", "TASKLEDGER", "prefix of the stream and bucket names")
 	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT and NKey seed)")
@@ -73,28 +75,8 @@ func (f *natsFlags) open() (*jetstream.Log, error) {
 	return jetstream.Open(cfg)
 }
 
-// ledgerRequested reports whether verify names a JetStream log.
-func ledgerRequested(args []string) bool {
-	for _, a := range args {
-		if a == "--ledger" || strings.HasPrefix(a, "--ledger=") {
-			return true
-		}
-	}
-	return false
-}
-
-func cmdVerifyLedger(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("verify", stderr)
-	var nf natsFlags
-	nf.register(fs)
-	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
-	fs.String("data", "", "ignored with --ledger")
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) != 0 {
-		fmt.Fprintf(stderr, "taskledger: verify takes no arguments (got %q)\n", pos)
-		return 2
-	}
+func verifyLedger(f *verifyFlags, stdout, stderr io.Writer) int {
+	nf, retention := &f.nats, &f.retention
 	log, code := nf.openOrFail(stderr)
 	if log == nil {
 		return code
@@ -114,49 +96,52 @@ func cmdVerifyLedger(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func cmdMigrate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("migrate", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory of the bbolt ledger to copy")
+func newMigrateCmd(stdout, stderr io.Writer) *cobra.Command {
 	var nf natsFlags
-	nf.register(fs)
-	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) != 0 {
-		fmt.Fprintf(stderr, "taskledger: migrate takes no arguments (got %q)\nusage: taskledger migrate --data DIR --ledger nats://HOST:PORT [--nats-replicas N]\n", pos)
-		return 2
-	}
-	if nf.ledger == "" {
-		fmt.Fprintf(stderr, "taskledger: migrate needs --ledger nats://HOST:PORT (the empty stream to copy into)\n")
-		return 2
-	}
-	store, err := ledger.Open(*data, ledger.Options{ReadOnly: true})
-	if err != nil {
-		if errors.Is(err, ledger.ErrInUse) {
-			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", *data)
+	var data *string
+	var retention *time.Duration
+	c := command("migrate", func(pos []string) int {
+		if len(pos) != 0 {
+			fmt.Fprintf(stderr, "taskledger: migrate takes no arguments (got %q)\nusage: taskledger migrate --data DIR --ledger nats://HOST:PORT [--nats-replicas N]\n", pos)
+			return 2
 		}
-		return fail(stderr, "%v", err)
-	}
-	defer store.Close()
-	lcfg, err := nf.config(false) // migrate creates the stream, buckets and object store
-	var log *jetstream.Log
-	if err == nil {
-		log, err = jetstream.Open(lcfg)
-	}
-	if errors.Is(err, errLedgerURL) {
-		fmt.Fprintf(stderr, "taskledger: %v\n", err)
-		return 2
-	}
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	defer log.Close()
-	rep, err := node.Migrate(store, log, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()})
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	fmt.Fprintf(stdout, "ok: migrated %d events, head seq %d, hash %x, into JetStream stream %s_EVENTS (verified)\n", rep.Events, rep.Head.Seq, rep.Head.Hash, nf.name)
-	return 0
+		if nf.ledger == "" {
+			fmt.Fprintf(stderr, "taskledger: migrate needs --ledger nats://HOST:PORT (the empty stream to copy into)\n")
+			return 2
+		}
+		store, err := ledger.Open(*data, ledger.Options{ReadOnly: true})
+		if err != nil {
+			if errors.Is(err, ledger.ErrInUse) {
+				return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", *data)
+			}
+			return fail(stderr, "%v", err)
+		}
+		defer store.Close()
+		lcfg, err := nf.config(false) // migrate creates the stream, buckets and object store
+		var log *jetstream.Log
+		if err == nil {
+			log, err = jetstream.Open(lcfg)
+		}
+		if errors.Is(err, errLedgerURL) {
+			fmt.Fprintf(stderr, "taskledger: %v\n", err)
+			return 2
+		}
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		defer log.Close()
+		rep, err := node.Migrate(store, log, projections.Config{IdempotencyRetentionMs: retention.Milliseconds()})
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		fmt.Fprintf(stdout, "ok: migrated %d events, head seq %d, hash %x, into JetStream stream %s_EVENTS (verified)\n", rep.Events, rep.Head.Seq, rep.Head.Hash, nf.name)
+		return 0
+	})
+	fs := c.Flags()
+	data = envString(fs, "data", "./data", "data directory of the bbolt ledger to copy")
+	nf.register(fs)
+	retention = fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
+	return c
 }
 
 // clusterFlags are serve's flags for running on a cluster.
@@ -167,11 +152,11 @@ type clusterFlags struct {
 	startTimeout string
 }
 
-func (f *clusterFlags) register(fs *flag.FlagSet) {
+func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	f.nats.register(fs)
 	fs.StringVar(&f.advertise, "advertise", "", "with --ledger: this node's URL as the other nodes reach it (https://host:port)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", node.DefaultLeaseTTL, "with --ledger: the sequencer lease's life (1s–60s, the same on every node)")
-	fs.StringVar(&f.startTimeout, "start-timeout", envDefault("start-timeout", "60s"),
+	envStringVar(fs, &f.startTimeout, "start-timeout", "60s",
 		"with --ledger: how long a start waits for the NATS servers and the ledger's resources (1s–1h; /readyz answers 503 meanwhile)")
 }
 
@@ -251,25 +236,25 @@ func printResources(w io.Writer, rs []jetstream.Resource, size int) {
 // cmdStatus is `status --ledger nats://...`: the actual replicas, storage
 // and size of the stream, each bucket and the object store. It reads only:
 // nothing is created or changed, and missing resources are reported.
-func cmdStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", stderr)
+func newStatusCmd(stdout, stderr io.Writer) *cobra.Command {
 	var nf natsFlags
-	nf.register(fs)
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) != 0 || nf.ledger == "" {
-		fmt.Fprintf(stderr, "usage: taskledger status --ledger nats://HOST:PORT[,HOST:PORT...] [--nats-name N] [--nats-creds FILE]\n")
-		return 2
-	}
-	cfg, err := nf.config(true)
-	if err != nil {
-		fmt.Fprintf(stderr, "taskledger: %v\n", err)
-		return 2
-	}
-	rs, size, err := jetstream.Describe(cfg)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	printResources(stdout, rs, size)
-	return 0
+	c := command("status", func(pos []string) int {
+		if len(pos) != 0 || nf.ledger == "" {
+			fmt.Fprintf(stderr, "usage: taskledger status --ledger nats://HOST:PORT[,HOST:PORT...] [--nats-name N] [--nats-creds FILE]\n")
+			return 2
+		}
+		cfg, err := nf.config(true)
+		if err != nil {
+			fmt.Fprintf(stderr, "taskledger: %v\n", err)
+			return 2
+		}
+		rs, size, err := jetstream.Describe(cfg)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		printResources(stdout, rs, size)
+		return 0
+	})
+	nf.register(c.Flags())
+	return c
 }

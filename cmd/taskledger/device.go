@@ -30,7 +30,7 @@ func (d deviceDoc) line() string {
 	return fmt.Sprintf("%s  %-8s owner=%s name=%q checks=%s", d.DeviceID, d.Status, d.OwnerID, d.Name, strings.Join(d.RequiredChecks, ","))
 }
 
-func deviceCmd(stdout, stderr io.Writer) *cobra.Command {
+func newDeviceCmd(stdout, stderr io.Writer) *cobra.Command {
 	top := &cobra.Command{Use: "device", Short: "register, list, show and revoke devices on a running server",
 		Long: "Operator commands on devices, through a running server's admin API.\nConnection: --server URL (env TASKLEDGER_SERVER, default " + defaultServer + "), the admin token from --token-file FILE or env TASKLEDGER_TOKEN."}
 	var r remoteFlags
@@ -43,7 +43,7 @@ func deviceCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if owner == "" {
-				return usageErr{errors.New("device register needs --owner ID")}
+				return usageErr{Err: errors.New("device register needs --owner ID")}
 			}
 			c, err := r.client()
 			if err != nil {

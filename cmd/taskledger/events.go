@@ -66,7 +66,7 @@ func compactJSON(b []byte) []byte {
 	return out
 }
 
-func eventsCmd(stdout, _ io.Writer) *cobra.Command {
+func newEventsCmd(stdout, _ io.Writer) *cobra.Command {
 	var r remoteFlags
 	var after uint64
 	var follow bool
@@ -97,69 +97,8 @@ func eventsCmd(stdout, _ io.Writer) *cobra.Command {
 	return c
 }
 
-// remoteFlagsFrom parses the connection flags out of a legacy command's
-// args (for `history`/`export` with --server) and returns the rest.
-func remoteFlagsFrom(args []string) (*remoteFlags, []string, error) {
-	var r remoteFlags
-	fs := newFlagSet("remote", io.Discard)
-	fs.StringVar(&r.server, "server", "", "")
-	fs.StringVar(&r.tokenFile, "token-file", "", "")
-	fs.StringVar(&r.caFile, "ca-file", "", "")
-	fs.BoolVar(&r.json, "json", false, "")
-	after := fs.Uint64("after", 0, "")
-	format := fs.String("format", "ndjson", "")
-	fs.String("data", "", "")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return nil, nil, err
-	}
-	if *format != "ndjson" {
-		return nil, nil, fmt.Errorf("--format %q is not supported (use ndjson)", *format)
-	}
-	return &r, append([]string{strconv.FormatUint(*after, 10)}, pos...), nil
-}
-
-// cmdHistoryAny is `history`: through the API with --server, else offline.
-func cmdHistoryAny(args []string, stdout, stderr io.Writer) int {
-	if !remoteRequested(args) {
-		return cmdHistory(args, stdout, stderr)
-	}
-	r, rest, err := remoteFlagsFrom(args)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	if len(rest) != 2 {
-		fmt.Fprintln(stderr, "usage: taskledger history TASK_ID [--json] --server URL")
-		return 2
-	}
-	c, err := r.client()
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	if err := remoteHistory(c, rest[1], r.json, stdout); err != nil {
-		return fail(stderr, "%v", err)
-	}
-	return 0
-}
-
-// cmdExportAny is `export`: through the API with --server, else offline.
-func cmdExportAny(args []string, stdout, stderr io.Writer) int {
-	if !remoteRequested(args) {
-		return cmdExport(args, stdout, stderr)
-	}
-	r, rest, err := remoteFlagsFrom(args)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	if len(rest) != 1 {
-		fmt.Fprintln(stderr, "usage: taskledger export [--after SEQ] --format ndjson --server URL")
-		return 2
-	}
-	after, _ := strconv.ParseUint(rest[0], 10, 64)
-	c, err := r.client()
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
+// remoteExport is `export --server`: the log as NDJSON through the API.
+func remoteExport(c *client, after uint64, stdout, stderr io.Writer) int {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	if _, err := pageEvents(c, after, writeNDJSON(w)); err != nil {
 		w.Flush()

@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/hex"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -12,56 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"taskledger/commands"
+	"taskledger/internal/cli"
 	"taskledger/projections"
 )
-
-// parseInterspersed parses flags that may stand before or after positional
-// arguments, and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Flags (before or after the arguments):\n")
-		fs.VisitAll(func(f *flag.Flag) {
-			typ, usage := flag.UnquoteUsage(f)
-			line := "  --" + f.Name
-			if typ != "" {
-				line += " " + typ
-			}
-			line += "\n      " + usage
-			if f.DefValue != "" && f.DefValue != "false" {
-				line += fmt.Sprintf(" (default %q)", f.DefValue)
-			}
-			envMu.Lock()
-			env := envFlags[f.Name]
-			envMu.Unlock()
-			if env {
-				line += " [env " + envName(f.Name) + "]"
-			}
-			fmt.Fprintln(fs.Output(), line)
-		})
-	}
-	return fs
-}
 
 // envFlags are the flag names that have an environment fallback (every
 // flag registered with envDefault).
@@ -83,6 +37,24 @@ func envDefault(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// withEnv records on fs that flag name honours the environment variable
+// env, shown in its help line.
+func withEnv(fs *pflag.FlagSet, name, env string) { cli.WithEnv(fs, name, env) }
+
+// envStringVar defines a string flag whose default is TASKLEDGER_<NAME>
+// when set, else def.
+func envStringVar(fs *pflag.FlagSet, p *string, name, def, usage string) {
+	fs.StringVar(p, name, envDefault(name, def), usage)
+	withEnv(fs, name, envName(name))
+}
+
+// envString is envStringVar returning the value's address.
+func envString(fs *pflag.FlagSet, name, def, usage string) *string {
+	p := new(string)
+	envStringVar(fs, p, name, def, usage)
+	return p
 }
 
 // serveFlags are the settings of `serve` with their environment fallbacks.
@@ -108,12 +80,15 @@ type netFlags struct {
 	deviceUploadInflight                               string
 }
 
-func (f *netFlags) register(fs *flag.FlagSet) {
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, envDefault(name, def), usage) }
+func (f *netFlags) register(fs *pflag.FlagSet) {
+	str := func(p *string, name, def, usage string) { envStringVar(fs, p, name, def, usage) }
 	str(&f.tlsCert, "tls-cert", "", "TLS certificate chain (PEM); with --tls-key, serve HTTPS (TLS 1.2+), reloaded on SIGHUP")
 	str(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	f.insecureHTTP = envDefault("insecure-http", "false")
 	fs.Var((*boolText)(&f.insecureHTTP), "insecure-http", "serve plain HTTP on a non-loopback address (behind a TLS-terminating proxy)")
+	fs.Lookup("insecure-http").NoOptDefVal = "true"
+	fs.Lookup("insecure-http").DefValue = "false"
+	withEnv(fs, "insecure-http", envName("insecure-http"))
 	str(&f.readHeaderTimeout, "read-header-timeout", "10s", "time to read a request's headers (1s–5m)")
 	str(&f.readTimeout, "read-timeout", "60s", "time to read a whole request, body included (1s–30m)")
 	str(&f.writeTimeout, "write-timeout", "60s", "time to write an answer (1s–30m)")
@@ -197,7 +172,7 @@ type boolText string
 
 func (b *boolText) String() string     { return string(*b) }
 func (b *boolText) Set(v string) error { *b = boolText(v); return nil }
-func (b *boolText) IsBoolFlag() bool   { return true }
+func (b *boolText) Type() string       { return "bool" }
 
 func intFlag(name, v string, lo, hi int) (int, error) {
 	n, err := strconv.Atoi(v)
@@ -248,8 +223,8 @@ func rateFlag(name, v string) (float64, error) {
 	return n / per, nil
 }
 
-func (f *serveFlags) register(fs *flag.FlagSet) {
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, envDefault(name, def), usage) }
+func (f *serveFlags) register(fs *pflag.FlagSet) {
+	str := func(p *string, name, def, usage string) { envStringVar(fs, p, name, def, usage) }
 	str(&f.data, "data", "./data", "data directory")
 	str(&f.listen, "listen", "127.0.0.1:8080", "listen address")
 	str(&f.clock, "clock", "wall", "clock: wall or manual (tests; loopback only)")

@@ -19,6 +19,9 @@ import (
 	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/projections"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -30,145 +33,145 @@ func fail(stderr io.Writer, format string, args ...any) int {
 	return 1
 }
 
-func cmdServe(args []string, stderr io.Writer) int {
-	fs := newFlagSet("serve", stderr)
+func newServeCmd(stderr io.Writer) *cobra.Command {
 	var f serveFlags
-	f.register(fs)
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) != 0 {
-		fmt.Fprintf(stderr, "taskledger: serve takes no arguments (got %q)\nusage: taskledger serve [--listen ADDR] [--clock=manual] [--data DIR] [flags]\n", pos)
-		return 2
-	}
-	cfg, every, err := f.config()
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	if f.clock != "wall" && f.clock != "manual" {
-		return fail(stderr, "--clock must be wall or manual")
-	}
-	manual := f.clock == "manual"
-	if manual && !loopback(f.listen) {
-		return fail(stderr, "--clock=manual is refused unless --listen is a loopback address")
-	}
-	if err := f.cluster.check(manual); err != nil {
-		return fail(stderr, "%v", err)
-	}
-	nc, err := f.net.config(f.listen)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	sched, err := f.backup.config(f.data, f.cluster.nats.ledger != "")
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	level, err := zerolog.ParseLevel(f.logLevel)
-	if err != nil {
-		return fail(stderr, "--log-level: %v", err)
-	}
-	logger := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
-	gc := tuneGC()
-	logger.Info().Int("gogc", gc.Percent).Int64("memory_limit", gc.Limit).Str("gogc_from", gc.PercentFrom).
-		Str("memory_limit_from", gc.LimitFrom).Msg("garbage collector")
-	ln, certs, err := nc.listener(f.listen)
-	if err != nil {
-		return fail(stderr, "%v", err)
-	}
-	var mln net.Listener
-	if f.metricsListen != "" {
-		if mln, err = net.Listen("tcp", f.metricsListen); err != nil {
-			ln.Close()
-			return fail(stderr, "--metrics-listen: %v", err)
+	c := command("serve", func(pos []string) int {
+		if len(pos) != 0 {
+			fmt.Fprintf(stderr, "taskledger: serve takes no arguments (got %q)\nusage: taskledger serve [--listen ADDR] [--clock=manual] [--data DIR] [flags]\n", pos)
+			return 2
 		}
-		defer mln.Close()
-	}
-	ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
-		BackupDir: sched.dir, BackupEvery: sched.every, BackupKeep: sched.keep,
-		Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }, MetricsElsewhere: mln != nil}
-	var nd *node.Node
-	handler := &startingHandler{}
-	srv := nc.httpServer(handler, logger)
-	errc := make(chan error, 2)
-	serving := false
-	if f.cluster.nats.ledger != "" {
-		// A cluster node may wait for its ledger (--start-timeout): it
-		// listens meanwhile, /readyz answering 503 until the node is open.
-		go func() { errc <- srv.Serve(ln) }()
-		serving = true
-		logger.Info().Str("listen", ln.Addr().String()).Msg("waiting for the ledger: /readyz answers 503 until it is open")
-		nd, err = f.cluster.open(ncfg)
-	} else {
-		nd, err = node.Open(ncfg)
-	}
-	if err != nil {
-		if serving {
-			_ = srv.Close()
+		cfg, every, err := f.config()
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		if f.clock != "wall" && f.clock != "manual" {
+			return fail(stderr, "--clock must be wall or manual")
+		}
+		manual := f.clock == "manual"
+		if manual && !loopback(f.listen) {
+			return fail(stderr, "--clock=manual is refused unless --listen is a loopback address")
+		}
+		if err := f.cluster.check(manual); err != nil {
+			return fail(stderr, "%v", err)
+		}
+		nc, err := f.net.config(f.listen)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		sched, err := f.backup.config(f.data, f.cluster.nats.ledger != "")
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		level, err := zerolog.ParseLevel(f.logLevel)
+		if err != nil {
+			return fail(stderr, "--log-level: %v", err)
+		}
+		logger := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+		gc := tuneGC()
+		logger.Info().Int("gogc", gc.Percent).Int64("memory_limit", gc.Limit).Str("gogc_from", gc.PercentFrom).
+			Str("memory_limit_from", gc.LimitFrom).Msg("garbage collector")
+		ln, certs, err := nc.listener(f.listen)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		var mln net.Listener
+		if f.metricsListen != "" {
+			if mln, err = net.Listen("tcp", f.metricsListen); err != nil {
+				ln.Close()
+				return fail(stderr, "--metrics-listen: %v", err)
+			}
+			defer mln.Close()
+		}
+		ncfg := node.Config{DataDir: f.data, Manual: manual, Commands: cfg, SnapshotEvery: every, Logger: logger,
+			BackupDir: sched.dir, BackupEvery: sched.every, BackupKeep: sched.keep,
+			Stderr: func(format string, a ...any) { fmt.Fprintf(stderr, "taskledger: "+format, a...) }, MetricsElsewhere: mln != nil}
+		var nd *node.Node
+		handler := &startingHandler{}
+		srv := nc.httpServer(handler, logger)
+		errc := make(chan error, 2)
+		serving := false
+		if f.cluster.nats.ledger != "" {
+			// A cluster node may wait for its ledger (--start-timeout): it
+			// listens meanwhile, /readyz answering 503 until the node is open.
+			go func() { errc <- srv.Serve(ln) }()
+			serving = true
+			logger.Info().Str("listen", ln.Addr().String()).Msg("waiting for the ledger: /readyz answers 503 until it is open")
+			nd, err = f.cluster.open(ncfg)
 		} else {
-			ln.Close()
+			nd, err = node.Open(ncfg)
 		}
-		if errors.Is(err, ledger.ErrInUse) {
-			return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", f.data)
+		if err != nil {
+			if serving {
+				_ = srv.Close()
+			} else {
+				ln.Close()
+			}
+			if errors.Is(err, ledger.ErrInUse) {
+				return fail(stderr, "the ledger in %s is in use by another process (stop the server first)", f.data)
+			}
+			return fail(stderr, "%v", err)
 		}
-		return fail(stderr, "%v", err)
-	}
-	nd.API.SetLimits(nc.limits())
-	handler.open(nd.Handler())
-	logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).
-		Bool("tls", certs != nil).Msg("serving")
-	// Signals are caught before the address is announced: a SIGTERM sent as
-	// soon as the server says it listens is a graceful shutdown.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
+		nd.API.SetLimits(nc.limits())
+		handler.open(nd.Handler())
+		logger.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("manual_clock", manual).
+			Bool("tls", certs != nil).Msg("serving")
+		// Signals are caught before the address is announced: a SIGTERM sent as
+		// soon as the server says it listens is a graceful shutdown.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		fmt.Fprintf(stderr, "taskledger: listening on %s\n", ln.Addr())
 
-	if !serving {
-		go func() { errc <- srv.Serve(ln) }()
-	}
-	var msrv *http.Server
-	if mln != nil {
-		msrv = &http.Server{Handler: nd.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zerologStd(logger)}
-		go func() { errc <- msrv.Serve(mln) }()
-		logger.Info().Str("metrics_listen", mln.Addr().String()).Msg("serving /metrics")
-		fmt.Fprintf(stderr, "taskledger: metrics on http://%s/metrics\n", mln.Addr())
-	}
-	var fenced error
-wait:
-	for {
-		select {
-		case sig := <-sigs:
-			logger.Info().Str("signal", sig.String()).Msg("shutting down: finishing the batch in flight")
-			break wait
-		case <-hup:
-			reloadCertificate(certs, logger, stderr)
-		case err := <-errc:
-			logger.Error().Err(err).Msg("server stopped")
-			break wait
-		case <-nd.Engine.Fenced():
-			fenced = nd.Engine.Err()
-			logger.Error().Err(fenced).Msg("exiting: a write or sync of the log failed; " +
-				"the service manager restarts the server, which reads the log from disk")
-			break wait
+		if !serving {
+			go func() { errc <- srv.Serve(ln) }()
 		}
-	}
-	nd.API.Stopping() // new API requests answer 503
-	nd.Engine.Close() // the batch in flight commits and is answered
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(ctx) // the answers being written (503s after a fence) go out
-	if msrv != nil {
-		_ = msrv.Shutdown(ctx)
-	}
-	err = nd.Close() // waits for a snapshot being written, closes the log
-	if fenced != nil {
-		return fail(stderr, "%v; exiting (status 1) so that the server restarts and reads the log from disk", fenced)
-	}
-	if err != nil {
-		return fail(stderr, "close: %v", err)
-	}
-	return 0
+		var msrv *http.Server
+		if mln != nil {
+			msrv = &http.Server{Handler: nd.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zerologStd(logger)}
+			go func() { errc <- msrv.Serve(mln) }()
+			logger.Info().Str("metrics_listen", mln.Addr().String()).Msg("serving /metrics")
+			fmt.Fprintf(stderr, "taskledger: metrics on http://%s/metrics\n", mln.Addr())
+		}
+		var fenced error
+	wait:
+		for {
+			select {
+			case sig := <-sigs:
+				logger.Info().Str("signal", sig.String()).Msg("shutting down: finishing the batch in flight")
+				break wait
+			case <-hup:
+				reloadCertificate(certs, logger, stderr)
+			case err := <-errc:
+				logger.Error().Err(err).Msg("server stopped")
+				break wait
+			case <-nd.Engine.Fenced():
+				fenced = nd.Engine.Err()
+				logger.Error().Err(fenced).Msg("exiting: a write or sync of the log failed; " +
+					"the service manager restarts the server, which reads the log from disk")
+				break wait
+			}
+		}
+		nd.API.Stopping() // new API requests answer 503
+		nd.Engine.Close() // the batch in flight commits and is answered
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx) // the answers being written (503s after a fence) go out
+		if msrv != nil {
+			_ = msrv.Shutdown(ctx)
+		}
+		err = nd.Close() // waits for a snapshot being written, closes the log
+		if fenced != nil {
+			return fail(stderr, "%v; exiting (status 1) so that the server restarts and reads the log from disk", fenced)
+		}
+		if err != nil {
+			return fail(stderr, "close: %v", err)
+		}
+		return 0
+	})
+	f.register(c.Flags())
+	return c
 }
 
 // reloadCertificate reloads the TLS certificate on SIGHUP; the ledger and
@@ -199,23 +202,63 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func cmdVerify(args []string, stdout, stderr io.Writer) int {
-	if ledgerRequested(args) {
-		return cmdVerifyLedger(args, stdout, stderr)
-	}
-	if remoteRequested(args) {
-		return cmdVerifyRemote(args, stdout, stderr)
-	}
-	fs := newFlagSet("verify", stderr)
-	data := fs.String("data", envDefault("data", "./data"), "data directory")
-	secret := fs.String("claim-token-secret", envDefault("claim-token-secret", ""), "recompute server-issued claims with this secret")
-	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) != 0 {
-		fmt.Fprintf(stderr, "taskledger: verify takes no arguments (got %q)\nusage: taskledger verify [--data DIR] [--claim-token-secret HEX] [--idempotency-retention D]\n", pos)
-		return 2
-	}
+// verifyFlags are the flags of verify's three modes: the stopped ledger in
+// --data, a running server (--server), a JetStream log (--ledger).
+type verifyFlags struct {
+	data, secret, key string
+	retention         time.Duration
+	remote            remoteFlags
+	nats              natsFlags
+	fs                *pflag.FlagSet // to tell a flag given from one defaulted from the environment
+}
+
+func newVerifyCmd(stdout, stderr io.Writer) *cobra.Command {
+	var f verifyFlags
+	c := command("verify", func(pos []string) int {
+		if len(pos) != 0 {
+			fmt.Fprintf(stderr, "taskledger: verify takes no arguments (got %q)\nusage: taskledger verify [--data DIR | --server URL | --ledger nats://HOST:PORT] [flags]\n", pos)
+			return 2
+		}
+		remote := f.remote.server != ""
+		if f.nats.ledger != "" && remote {
+			return usage(stderr, "--ledger and --server exclude each other")
+		}
+		if f.nats.ledger == "" && (f.fs.Changed("nats-name") || f.fs.Changed("nats-creds") || f.fs.Changed("nats-replicas")) {
+			return usage(stderr, "--nats-name, --nats-creds and --nats-replicas go with --ledger")
+		}
+		if !remote && (f.key != "" || f.fs.Changed("token-file") || f.fs.Changed("ca-file")) {
+			return usage(stderr, "--key, --token-file and --ca-file go with --server")
+		}
+		if (remote || f.nats.ledger != "") && f.fs.Changed("claim-token-secret") {
+			return usage(stderr, "--claim-token-secret goes with the stopped ledger in --data")
+		}
+		switch {
+		case f.nats.ledger != "":
+			return verifyLedger(&f, stdout, stderr)
+		case remote:
+			return verifyRemote(&f, stdout, stderr)
+		}
+		return verifyOffline(&f, stdout, stderr)
+	})
+	fs := c.Flags()
+	f.fs = fs
+	envStringVar(fs, &f.data, "data", "./data", "data directory of the stopped ledger")
+	envStringVar(fs, &f.secret, "claim-token-secret", "", "recompute server-issued claims with this secret")
+	fs.DurationVar(&f.retention, "idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
+	f.remote.registerConn(fs, true)
+	fs.StringVar(&f.key, "key", "", "with --server: the checkpoint key's verifier string: also check the newest signed checkpoint")
+	f.nats.register(fs)
+	return c
+}
+
+// usage prints a command-line mistake and returns exit code 2.
+func usage(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "taskledger: %s\n", msg)
+	return 2
+}
+
+func verifyOffline(f *verifyFlags, stdout, stderr io.Writer) int {
+	data, secret, retention := &f.data, &f.secret, &f.retention
 	store, err := ledger.Open(*data, ledger.Options{ReadOnly: true})
 	if err != nil {
 		if errors.Is(err, ledger.ErrInUse) {

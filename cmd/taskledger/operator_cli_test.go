@@ -227,7 +227,7 @@ func TestEveryCommandHelpExitsZero(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := reviewCLI("serve", "--help"); !strings.Contains(r.stdout, "[env TASKLEDGER_CLAIM_LEASE]") {
+	if r := reviewCLI("serve", "--help"); !strings.Contains(r.stdout, "(env TASKLEDGER_CLAIM_LEASE)") {
 		t.Errorf("serve --help does not name the environment variables:\n%s", r.stdout)
 	}
 	for _, sub := range []string{"create", "revoke", "list"} {

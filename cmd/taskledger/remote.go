@@ -34,11 +34,22 @@ type remoteFlags struct {
 }
 
 func (r *remoteFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&r.server, "server", "", "base URL of the running server (default "+defaultServer+") [env TASKLEDGER_SERVER]")
-	fs.StringVar(&r.tokenFile, "token-file", "", "file holding the admin token (else env TASKLEDGER_TOKEN) [env TASKLEDGER_TOKEN_FILE]")
-	fs.StringVar(&r.caFile, "ca-file", "", "PEM file of the CA that signed the server's TLS certificate [env TASKLEDGER_CA_FILE]")
+	r.registerConn(fs, false)
 	fs.StringVar(&r.idemKey, "idempotency-key", "", "retry a command with the key of an earlier invocation (default: a fresh UUIDv4)")
 	fs.BoolVar(&r.json, "json", false, "print the API's JSON answer instead of text")
+}
+
+// registerConn defines --server, --token-file and --ca-file. For a
+// command that reads a stopped ledger unless --server is given (offline),
+// --server has no default.
+func (r *remoteFlags) registerConn(fs *pflag.FlagSet, offline bool) {
+	if offline {
+		envStringVar(fs, &r.server, "server", "", "base URL of a running server: go through its API instead of the stopped ledger")
+	} else {
+		envStringVar(fs, &r.server, "server", defaultServer, "base URL of the running server")
+	}
+	envStringVar(fs, &r.tokenFile, "token-file", "", "file holding the admin token (without it: env TASKLEDGER_TOKEN)")
+	envStringVar(fs, &r.caFile, "ca-file", "", "PEM file of the CA that signed the server's TLS certificate")
 }
 
 func (r *remoteFlags) serverURL() string {
@@ -73,9 +84,6 @@ type client struct {
 
 func (r *remoteFlags) client() (*client, error) {
 	tokFile := r.tokenFile
-	if tokFile == "" {
-		tokFile = os.Getenv("TASKLEDGER_TOKEN_FILE")
-	}
 	var token string
 	if tokFile != "" {
 		b, err := os.ReadFile(tokFile)
@@ -87,24 +95,21 @@ func (r *remoteFlags) client() (*client, error) {
 		token = strings.TrimSpace(os.Getenv("TASKLEDGER_TOKEN"))
 	}
 	if token == "" {
-		return nil, usageErr{errors.New("no admin token: give --token-file FILE or set TASKLEDGER_TOKEN")}
+		return nil, usageErr{Err: errors.New("no admin token: give --token-file FILE or set TASKLEDGER_TOKEN")}
 	}
 	base := r.serverURL()
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageErr{fmt.Errorf("--server %q is not an http(s) URL", base)}
+		return nil, usageErr{Err: fmt.Errorf("--server %q is not an http(s) URL", base)}
 	}
 	key := r.idemKey
 	if key == "" {
 		key = uuid.NewString()
 	} else if p, err := uuid.Parse(key); err != nil || p.String() != key || p.Version() != 4 {
-		return nil, usageErr{errors.New("--idempotency-key must be a canonical lowercase UUIDv4")}
+		return nil, usageErr{Err: errors.New("--idempotency-key must be a canonical lowercase UUIDv4")}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	caFile := r.caFile
-	if caFile == "" {
-		caFile = os.Getenv("TASKLEDGER_CA_FILE")
-	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
@@ -205,17 +210,6 @@ func printJSON(w io.Writer, raw []byte) error {
 	return err
 }
 
-// remoteRequested says whether an offline-or-remote command should go
-// through the API: --server in args or TASKLEDGER_SERVER set.
-func remoteRequested(args []string) bool {
-	for _, a := range args {
-		if a == "--server" || strings.HasPrefix(a, "--server=") {
-			return true
-		}
-	}
-	return os.Getenv("TASKLEDGER_SERVER") != ""
-}
-
 func versionString() string {
 	v, commit := "(devel)", ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -234,7 +228,7 @@ func versionString() string {
 	return v + " (commit " + commit + ")"
 }
 
-func versionCmd(stdout io.Writer) *cobra.Command {
+func newVersionCmd(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "print the module version and commit",

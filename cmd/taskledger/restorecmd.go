@@ -11,6 +11,8 @@ import (
 	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/projections"
+
+	"github.com/spf13/cobra"
 )
 
 // cmdRestore: `restore --from FILE --data DIR [--key VERIFIER]` — unpack
@@ -19,50 +21,51 @@ import (
 // log as verify checks it, the head, Merkle root and blob set against the
 // manifest), and only then rename it to DIR. DIR must be new or empty; on
 // any failure nothing is left behind.
-func cmdRestore(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("restore", stderr)
-	from := fs.String("from", "", "the backup archive to restore")
-	data := fs.String("data", "", "the data directory to create (new or empty)")
-	key := fs.String("key", "", "the verifier string the backup's checkpoint must be signed by (taskledger checkpoint-key export); default: the key in the archive, printed")
-	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
-	led := fs.String("ledger", "", "refused: a backup restores into a bbolt data directory")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 0 || *from == "" || *data == "" {
-		fmt.Fprintln(stderr, "usage: taskledger restore --from FILE --data DIR [--key VERIFIER]")
-		return 2
-	}
-	if *led != "" {
-		return fail(stderr, "restore writes a bbolt data directory (--data); restoring into a cluster's log (--ledger %s) is done with taskledger migrate from the restored directory", *led)
-	}
-	if err := backup.CheckTarget(*data); err != nil {
-		return fail(stderr, "restore refused: %v", err)
-	}
-	f, err := os.Open(*from)
-	if err != nil {
-		return fail(stderr, "restore: %v", err)
-	}
-	defer f.Close()
-	start := time.Now() //tl:wallclock restore duration, reported to the operator
-	tmp, err := backup.TempDir(*data)
-	if err != nil {
-		return fail(stderr, "restore: %v", err)
-	}
-	m, rep, err := checkArchive(bufio.NewReaderSize(f, 1<<20), tmp, *key,
-		projections.Config{IdempotencyRetentionMs: retention.Milliseconds()})
-	if err == nil {
-		err = backup.Install(tmp, *data)
-	}
-	if err != nil {
-		os.RemoveAll(tmp)
-		return fail(stderr, "restore refused, nothing was written to %s: %v", *data, err)
-	}
-	fmt.Fprintf(stdout, "restored %s into %s: head seq %d (%s), %d blobs, Merkle root %s signed by %s; verify passed (%d events) in %.3fs\n",
-		*from, *data, m.HeadSeq, m.HeadHash, len(m.Blobs), m.MerkleRoot, m.Verifier, rep.Events, time.Since(start).Seconds())
-	fmt.Fprintln(stdout, "snapshots are not in a backup: the first start replays the whole log")
-	return 0
+func newRestoreCmd(stdout, stderr io.Writer) *cobra.Command {
+	var from, data, key, led *string
+	var retention *time.Duration
+	c := command("restore", func(pos []string) int {
+		if len(pos) != 0 || *from == "" || *data == "" {
+			fmt.Fprintln(stderr, "usage: taskledger restore --from FILE --data DIR [--key VERIFIER]")
+			return 2
+		}
+		if *led != "" {
+			return fail(stderr, "restore writes a bbolt data directory (--data); restoring into a cluster's log (--ledger %s) is done with taskledger migrate from the restored directory", *led)
+		}
+		if err := backup.CheckTarget(*data); err != nil {
+			return fail(stderr, "restore refused: %v", err)
+		}
+		f, err := os.Open(*from)
+		if err != nil {
+			return fail(stderr, "restore: %v", err)
+		}
+		defer f.Close()
+		start := time.Now() //tl:wallclock restore duration, reported to the operator
+		tmp, err := backup.TempDir(*data)
+		if err != nil {
+			return fail(stderr, "restore: %v", err)
+		}
+		m, rep, err := checkArchive(bufio.NewReaderSize(f, 1<<20), tmp, *key,
+			projections.Config{IdempotencyRetentionMs: retention.Milliseconds()})
+		if err == nil {
+			err = backup.Install(tmp, *data)
+		}
+		if err != nil {
+			os.RemoveAll(tmp)
+			return fail(stderr, "restore refused, nothing was written to %s: %v", *data, err)
+		}
+		fmt.Fprintf(stdout, "restored %s into %s: head seq %d (%s), %d blobs, Merkle root %s signed by %s; verify passed (%d events) in %.3fs\n",
+			*from, *data, m.HeadSeq, m.HeadHash, len(m.Blobs), m.MerkleRoot, m.Verifier, rep.Events, time.Since(start).Seconds())
+		fmt.Fprintln(stdout, "snapshots are not in a backup: the first start replays the whole log")
+		return 0
+	})
+	fs := c.Flags()
+	from = fs.String("from", "", "the backup archive to restore")
+	data = fs.String("data", "", "the data directory to create (new or empty)")
+	key = fs.String("key", "", "the verifier string the backup's checkpoint must be signed by (taskledger checkpoint-key export); default: the key in the archive, printed")
+	retention = fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
+	led = fs.String("ledger", "", "refused: a backup restores into a bbolt data directory")
+	return c
 }
 
 // checkArchive unpacks the archive into tmp and checks it completely.

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"flag"
+	"github.com/spf13/pflag"
 	"io"
 	"net"
 	"net/http"
@@ -37,7 +37,7 @@ func netServer(t *testing.T, args ...string) (*nodetest.Node, string) {
 }
 
 func parseNet(args []string, listen string) (netConfig, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var f netFlags
 	f.register(fs)

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/subtle"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +18,9 @@ import (
 	"taskledger/node"
 	"taskledger/projections"
 	"taskledger/snapshots"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // offlineFlags are the settings of the commands that derive projections
@@ -27,11 +29,11 @@ type offlineFlags struct {
 	data, retention, secret string
 }
 
-func (f *offlineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.data, "data", envDefault("data", "./data"), "data directory")
-	fs.StringVar(&f.retention, "idempotency-retention", envDefault("idempotency-retention", "72h"),
+func (f *offlineFlags) register(fs *pflag.FlagSet) {
+	envStringVar(fs, &f.data, "data", "./data", "data directory")
+	envStringVar(fs, &f.retention, "idempotency-retention", "72h",
 		"the server's --idempotency-retention (snapshots record it)")
-	fs.StringVar(&f.secret, "claim-token-secret", envDefault("claim-token-secret", ""),
+	envStringVar(fs, &f.secret, "claim-token-secret", "",
 		"the server's claim-token secret: recompute the server-issued claims and record its key-check value")
 }
 
@@ -72,23 +74,27 @@ func keyCheck(store *ledger.Store, secret []byte) ([]byte, error) {
 }
 
 // cmdSnapshot: `snapshot create` and `snapshot list`.
-func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("snapshot", stderr)
+func newSnapshotCmd(stdout, stderr io.Writer) *cobra.Command {
 	var f offlineFlags
-	f.register(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 || (pos[0] != "create" && pos[0] != "list") {
-		fmt.Fprintln(stderr, "usage: taskledger snapshot create|list [--data DIR] [--idempotency-retention D] [--claim-token-secret HEX]")
-		return 2
-	}
+	top := command("snapshot", nil)
+	f.register(top.PersistentFlags())
+	create := &cobra.Command{Use: "create", Short: "write a snapshot of the projections now",
+		Long: "Write a snapshot of the projections of a stopped ledger now (full replay, then the snapshot file). The settings must be the server's, for start-up to load it.",
+		Args: cobra.NoArgs, RunE: runCode(func([]string) int { return snapshotRun(&f, "create", stdout, stderr) })}
+	list := &cobra.Command{Use: "list", Short: "list the snapshots and whether start-up would trust each",
+		Long: "List the snapshots of a stopped ledger with their seq, schema and size, and whether start-up would trust each (or why not).",
+		Args: cobra.NoArgs, RunE: runCode(func([]string) int { return snapshotRun(&f, "list", stdout, stderr) })}
+	top.AddCommand(create, list)
+	return top
+}
+
+// snapshotRun is `snapshot create` and `snapshot list`.
+func snapshotRun(f *offlineFlags, verb string, stdout, stderr io.Writer) int {
 	cfg, secret, err := f.config()
 	if err != nil {
 		return fail(stderr, "%v", err)
 	}
-	if pos[0] == "list" {
+	if verb == "list" {
 		return snapshotList(f.data, cfg, stdout, stderr)
 	}
 	store, code := openLedger(f.data, false, stderr)
@@ -161,18 +167,19 @@ func snapshotList(dir string, cfg projections.Config, stdout, stderr io.Writer) 
 }
 
 // cmdProjections: `projections rebuild`.
-func cmdProjections(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("projections", stderr)
+func newProjectionsCmd(stdout, stderr io.Writer) *cobra.Command {
 	var f offlineFlags
-	f.register(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 || pos[0] != "rebuild" {
-		fmt.Fprintln(stderr, "usage: taskledger projections rebuild [--data DIR] [--idempotency-retention D] [--claim-token-secret HEX]")
-		return 2
-	}
+	top := command("projections", nil)
+	f.register(top.PersistentFlags())
+	rebuild := &cobra.Command{Use: "rebuild", Short: "rebuild the projections by a full replay of the log, then write a snapshot",
+		Long: abouts["projections"].long, Args: cobra.NoArgs,
+		RunE: runCode(func([]string) int { return projectionsRebuild(&f, stdout, stderr) })}
+	top.AddCommand(rebuild)
+	return top
+}
+
+// projectionsRebuild is `projections rebuild`.
+func projectionsRebuild(f *offlineFlags, stdout, stderr io.Writer) int {
 	cfg, secret, err := f.config()
 	if err != nil {
 		return fail(stderr, "%v", err)

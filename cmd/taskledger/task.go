@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,126 @@ func (d taskDoc) line() string {
 	return s
 }
 
+// showTask prints a task detail document (GET /admin/tasks/{id}) in human
+// form: one labelled line per part, "none" for an absent one. The local
+// struct decodes only what is printed.
+func showTask(w io.Writer, raw []byte) error {
+	var d struct {
+		ID             string          `json:"id"`
+		State          string          `json:"state"`
+		Version        int64           `json:"version"`
+		Revision       int64           `json:"revision"`
+		Payload        json.RawMessage `json:"payload"`
+		CreatedAt      string          `json:"created_at"`
+		UpdatedAt      string          `json:"updated_at"`
+		ReferenceImage *struct {
+			SHA256 string `json:"sha256"`
+			Size   int64  `json:"size"`
+		} `json:"reference_image"`
+		Authorization *struct {
+			ID        string `json:"id"`
+			Status    string `json:"status"`
+			ExpiresAt string `json:"expires_at"`
+			Revision  int64  `json:"revision"`
+			Takeover  string `json:"takeover"`
+		} `json:"authorization"`
+		Claim *struct {
+			Generation     int64  `json:"generation"`
+			DeviceID       string `json:"device_id"`
+			SessionID      string `json:"session_id"`
+			LeaseExpiresAt string `json:"lease_expires_at"`
+			TokenOrigin    string `json:"token_origin"`
+		} `json:"claim"`
+		Execution *struct {
+			ID             string  `json:"id"`
+			StartedAt      string  `json:"started_at"`
+			LeaseExpiresAt string  `json:"lease_expires_at"`
+			Step           *string `json:"step"`
+			LastSeenAt     string  `json:"last_seen_at"`
+		} `json:"execution"`
+		CancelRequested bool            `json:"cancel_requested"`
+		Result          json.RawMessage `json:"result"`
+		Failure         *struct {
+			ReasonCode string `json:"reason_code"`
+			Detail     string `json:"detail"`
+		} `json:"failure"`
+		LateReports []json.RawMessage `json:"late_reports"`
+		Evidence    []json.RawMessage `json:"evidence"`
+		Recovery    *struct {
+			Decision string `json:"decision"`
+			Reason   string `json:"reason"`
+			At       string `json:"at"`
+		} `json:"recovery"`
+		NeedsOperator       bool    `json:"needs_operator"`
+		NeedsOperatorReason *string `json:"needs_operator_reason"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return fmt.Errorf("the server's task document: %w", err)
+	}
+	compact := func(m json.RawMessage) string {
+		var b bytes.Buffer
+		if len(m) == 0 || string(m) == "null" || json.Compact(&b, m) != nil {
+			return "none"
+		}
+		return b.String()
+	}
+	line := func(label, format string, a ...any) {
+		fmt.Fprintf(w, "%-15s "+format+"\n", append([]any{label + ":"}, a...)...)
+	}
+	line("task", "%s", d.ID)
+	line("state", "%s (version %d, revision %d)", d.State, d.Version, d.Revision)
+	line("created", "%s (updated %s)", d.CreatedAt, d.UpdatedAt)
+	line("payload", "%s", compact(d.Payload))
+	if im := d.ReferenceImage; im != nil {
+		line("image", "reference image sha256 %s, %d bytes", im.SHA256, im.Size)
+	}
+	if a := d.Authorization; a != nil {
+		line("authorization", "%s until %s (revision %d, takeover %s, id %s)", a.Status, a.ExpiresAt, a.Revision, a.Takeover, a.ID)
+	} else {
+		line("authorization", "none")
+	}
+	if c := d.Claim; c != nil {
+		line("claim", "device %s, generation %d, session %s, lease until %s, token %s", c.DeviceID, c.Generation, c.SessionID, c.LeaseExpiresAt, c.TokenOrigin)
+	} else {
+		line("claim", "none")
+	}
+	if e := d.Execution; e != nil {
+		step := "none"
+		if e.Step != nil {
+			step = *e.Step
+		}
+		line("execution", "%s, started %s, step %s, last seen %s, lease until %s", e.ID, e.StartedAt, step, e.LastSeenAt, e.LeaseExpiresAt)
+	} else {
+		line("execution", "none")
+	}
+	if d.CancelRequested {
+		line("cancel", "requested (the device acknowledges)")
+	}
+	line("result", "%s", compact(d.Result))
+	if f := d.Failure; f != nil {
+		line("failure", "%s: %s", f.ReasonCode, f.Detail)
+	} else {
+		line("failure", "none")
+	}
+	for _, ev := range d.Evidence {
+		line("evidence", "%s", compact(ev))
+	}
+	for _, lr := range d.LateReports {
+		line("late report", "%s", compact(lr))
+	}
+	if r := d.Recovery; r != nil {
+		line("recovery", "%s at %s: %s", r.Decision, r.At, r.Reason)
+	}
+	if d.NeedsOperator {
+		reason := "unknown"
+		if d.NeedsOperatorReason != nil {
+			reason = *d.NeedsOperatorReason
+		}
+		line("needs operator", "yes: %s (task recover)", reason)
+	}
+	return nil
+}
+
 // payloadArg reads --payload: inline JSON or @FILE.
 func payloadArg(v string) (json.RawMessage, error) {
 	b := []byte(v)
@@ -59,14 +180,14 @@ func payloadArg(v string) (json.RawMessage, error) {
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-		return nil, usageErr{errors.New("--payload must be a JSON object (inline or @FILE)")}
+		return nil, usageErr{Err: errors.New("--payload must be a JSON object (inline or @FILE)")}
 	}
 	return json.RawMessage(b), nil
 }
 
 func ttlSeconds(d time.Duration) (int64, error) {
 	if d <= 0 || d%time.Second != 0 {
-		return 0, usageErr{errors.New("--ttl must be a positive whole number of seconds (Go syntax: 1h, 90m)")}
+		return 0, usageErr{Err: errors.New("--ttl must be a positive whole number of seconds (Go syntax: 1h, 90m)")}
 	}
 	return int64(d / time.Second), nil
 }
@@ -94,7 +215,7 @@ func getTask(c *client, id string) (taskDoc, error) {
 	return d, err
 }
 
-func taskCmd(stdout, stderr io.Writer) *cobra.Command {
+func newTaskCmd(stdout, stderr io.Writer) *cobra.Command {
 	top := &cobra.Command{Use: "task", Short: "create, inspect and steer tasks on a running server",
 		Long: "Operator commands on tasks, through a running server's admin API.\nConnection: --server URL (env TASKLEDGER_SERVER, default " + defaultServer + "), the admin token from --token-file FILE or env TASKLEDGER_TOKEN."}
 	var r remoteFlags
@@ -113,7 +234,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			if cmd.Flags().Changed("ttl") && !authorize {
-				return usageErr{errors.New("--ttl goes with --authorize")}
+				return usageErr{Err: errors.New("--ttl goes with --authorize")}
 			}
 			var img []byte
 			if image != "" {
@@ -230,9 +351,16 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 	list.Flags().StringVar(&device, "device", "", "only tasks of this device id")
 	list.Flags().IntVar(&limit, "limit", 0, "at most this many tasks (0: all)")
 
-	show := &cobra.Command{Use: "show ID", Short: "a task's detail document", Long: "Show one task: state, version, revision, authorization, claim, execution, result.", Args: cobra.ExactArgs(1),
+	show := &cobra.Command{Use: "show ID", Short: "a task's detail document",
+		Long: "Show one task, one labelled line each: state, version and revision, payload, reference image, authorization, claim (device, generation, session, lease, token origin), execution (id, start, step, last seen, lease), a cancel request, the result, the failure (reason code and detail), evidence, late reports, the recovery decision and whether it needs an operator. --json prints the server's document as it is.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
-			return r.show(stdout, "/admin/tasks/"+url.PathEscape(a[0]), taskAnswer)
+			return r.show(stdout, "/admin/tasks/"+url.PathEscape(a[0]), func(w io.Writer, r *remoteFlags, raw []byte) error {
+				if r.json {
+					return printJSON(w, raw)
+				}
+				return showTask(w, raw)
+			})
 		}}
 
 	var amendPayload string
@@ -242,7 +370,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if amendPayload == "" && image == "" {
-				return usageErr{errors.New("task amend needs --payload or --image")}
+				return usageErr{Err: errors.New("task amend needs --payload or --image")}
 			}
 			c, err := r.client()
 			if err != nil {
@@ -345,7 +473,7 @@ func taskCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, a []string) error {
 			if fail == requeue {
-				return usageErr{errors.New("task recover needs exactly one of --fail and --requeue")}
+				return usageErr{Err: errors.New("task recover needs exactly one of --fail and --requeue")}
 			}
 			decision := "fail"
 			if requeue {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"taskledger/audit/checkpoint"
 	"taskledger/node"
@@ -22,21 +21,8 @@ import (
 // export`), the server's newest signed checkpoint is also checked against
 // the Merkle tree rebuilt here.
 
-func cmdVerifyRemote(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("verify", stderr)
-	var r remoteFlags
-	fs.StringVar(&r.server, "server", "", "base URL of the running server [env TASKLEDGER_SERVER]")
-	fs.StringVar(&r.tokenFile, "token-file", "", "file holding the admin token (else env TASKLEDGER_TOKEN)")
-	fs.StringVar(&r.caFile, "ca-file", "", "PEM file of the CA of the server's TLS certificate [env TASKLEDGER_CA_FILE]")
-	key := fs.String("key", "", "the checkpoint key's verifier string: also check the newest signed checkpoint")
-	retention := fs.Duration("idempotency-retention", 72*time.Hour, "idempotency retention the server uses")
-	fs.String("data", "", "ignored with --server")
-	if pos, err := parseInterspersed(fs, args); err != nil {
-		return 2
-	} else if len(pos) != 0 {
-		fmt.Fprintf(stderr, "taskledger: verify takes no arguments (got %q)\n", pos)
-		return 2
-	}
+func verifyRemote(f *verifyFlags, stdout, stderr io.Writer) int {
+	r, key, retention := &f.remote, &f.key, &f.retention
 	c, err := r.client()
 	if err != nil {
 		return fail(stderr, "%v", err)
