@@ -30,7 +30,7 @@ type Metrics struct {
 	Command      func(cmd Command, res Result, err error)
 	Claimed      func()
 	// Phases, when set, is told where each command answered after a
-	// commit spent its time (benchmarks; it costs six clock reads per
+	// commit spent its time (benchmarks; it costs five clock reads per
 	// command and three per batch). It runs on the caller's goroutine,
 	// in Do.
 	Phases func(Phases)
