@@ -137,8 +137,11 @@ func TestInProcessRunCountsAndVerifies(t *testing.T) {
 	if p.MaxEventsPerCommit < 1 || p.Snapshots != 0 {
 		t.Errorf("pauses %+v: want a batch of at least one event and no snapshot in 300 commands", p)
 	}
-	if line := res.Line(); !strings.Contains(line, "p99.9") || !strings.Contains(line, "pauses: ") {
-		t.Errorf("line without p99.9 or pauses: %s", line)
+	if line := res.Line(); !strings.Contains(line, "p99.9") || !strings.Contains(line, "pauses: ") || !strings.Contains(line, "phases p50/p99/max: queued ") {
+		t.Errorf("line without p99.9, pauses or phases: %s", line)
+	}
+	if len(p.Phases) != len(phaseNames) || p.Phases[len(p.Phases)-1].Max <= 0 || p.CommitBusy <= 0 || p.CommitBusy > 1 {
+		t.Errorf("pauses %+v: want every phase measured and the committer busy for a fraction of the run", p)
 	}
 	checkLedger(t, dir, res, cfg)
 }
@@ -226,6 +229,13 @@ func TestRawBaselinesCount(t *testing.T) {
 	}
 	if gc.Durable != 200 || gc.Errors != 0 {
 		t.Errorf("group commit: %d durable, %d errors, want 200 and 0", gc.Durable, gc.Errors)
+	}
+	// The batches, as the ledger runs print its commits: together they
+	// carried every put.
+	if p := gc.Pauses; p == nil || int(p.EventsPerCommit*float64(p.Commits)+0.5) != 200 || p.MaxEventsPerCommit > 8 {
+		t.Errorf("group commit batches %+v: want 200 puts in batches of at most 8", p)
+	} else if line := gc.Line(); !strings.Contains(line, "commits: ") {
+		t.Errorf("group commit line without its commits: %s", line)
 	}
 }
 

@@ -19,7 +19,10 @@ type Pauses struct {
 	Commits            int
 	CommitP99          time.Duration
 	CommitMax          time.Duration
+	CommitP50          time.Duration
+	CommitBusy         float64 // the commits' summed time / the run's
 	EventsPerCommit    float64
+	SoftPerCommit      float64 // soft records (leases, idempotency records) written or deleted
 	MaxEventsPerCommit int
 	Snapshots          int
 	SnapshotLockMax    time.Duration // the longest capture (the sequencer decides nothing meanwhile)
@@ -27,13 +30,39 @@ type Pauses struct {
 	GCCycles           uint64
 	GCPauseMax         time.Duration // upper bound of the highest bucket with a pause
 	GCCPU              time.Duration // the collector's CPU (background and assists)
+	// Phases: where the commands answered after a commit spent their
+	// time, each phase's p50 / p99 / max (commands.Phases).
+	Phases []PhaseStat
+	raw    bool // a raw group commit's batches: commits only
+}
+
+// PhaseStat is one phase of the commands' time.
+type PhaseStat struct {
+	Name          string
+	P50, P99, Max time.Duration
+}
+
+// PhasesLine is the one-line report of the phases.
+func (p *Pauses) PhasesLine() string {
+	s := "phases p50/p99/max:"
+	for i, ph := range p.Phases {
+		if i > 0 {
+			s += ";"
+		}
+		s += fmt.Sprintf(" %s %s/%s/%s", ph.Name, round(ph.P50), round(ph.P99), round(ph.Max))
+	}
+	return s
 }
 
 // Line is the one-line report of the pauses.
 func (p *Pauses) Line() string {
-	return fmt.Sprintf("pauses: %d commits (%.1f events/commit, max %d) p99 %s max %s; %d snapshots, capture max %s, total max %s; "+
+	if p.raw {
+		return fmt.Sprintf("commits: %d (%.1f puts/commit, max %d) p50 %s p99 %s max %s, busy %.0f%%",
+			p.Commits, p.EventsPerCommit, p.MaxEventsPerCommit, round(p.CommitP50), round(p.CommitP99), round(p.CommitMax), 100*p.CommitBusy)
+	}
+	return fmt.Sprintf("pauses: %d commits (%.1f events and %.1f soft records/commit, max %d events) p50 %s p99 %s max %s, busy %.0f%%; %d snapshots, capture max %s, total max %s; "+
 		"GC %d cycles, STW max ≤ %s, GC CPU %s",
-		p.Commits, p.EventsPerCommit, p.MaxEventsPerCommit, round(p.CommitP99), round(p.CommitMax),
+		p.Commits, p.EventsPerCommit, p.SoftPerCommit, p.MaxEventsPerCommit, round(p.CommitP50), round(p.CommitP99), round(p.CommitMax), 100*p.CommitBusy,
 		p.Snapshots, round(p.SnapshotLockMax), round(p.SnapshotTotalMax),
 		p.GCCycles, round(p.GCPauseMax), p.GCCPU.Round(time.Millisecond))
 }
@@ -44,11 +73,31 @@ type pauseProbe struct {
 	on       bool
 	commits  []time.Duration
 	events   int
+	soft     int
 	maxEv    int
 	snaps    int
 	lockMax  time.Duration
 	totalMax time.Duration
 	gc0      []metrics.Sample
+	began    time.Time
+	phases   [len(phaseNames)][]time.Duration
+}
+
+var phaseNames = [...]string{"queued", "decide", "wait", "commit", "publish", "answer", "wake", "total"}
+
+// phase records one command's commands.Phases.
+func (p *pauseProbe) phase(ph commands.Phases) {
+	d := [len(phaseNames)]time.Duration{ph.Queued, ph.Decide, ph.Wait, ph.Commit, ph.Publish, ph.Answer, ph.Wake}
+	for _, x := range d[:len(d)-1] {
+		d[len(d)-1] += x
+	}
+	p.mu.Lock()
+	if p.on {
+		for i := range d {
+			p.phases[i] = append(p.phases[i], d[i])
+		}
+	}
+	p.mu.Unlock()
 }
 
 var gcMetrics = []string{"/gc/cycles/total:gc-cycles", "/sched/pauses/total/gc:seconds", "/cpu/classes/gc/total:cpu-seconds"}
@@ -78,6 +127,7 @@ func (t timedLog) Append(b *ledger.Batch) error {
 	if t.p.on {
 		t.p.commits = append(t.p.commits, d)
 		t.p.events += len(b.Events)
+		t.p.soft += len(b.Soft)
 		t.p.maxEv = max(t.p.maxEv, len(b.Events))
 	}
 	t.p.mu.Unlock()
@@ -99,6 +149,7 @@ func (p *pauseProbe) start() {
 	defer p.mu.Unlock()
 	p.on = true
 	p.gc0 = readGC()
+	p.began = time.Now()
 }
 
 func (p *pauseProbe) stop() *Pauses {
@@ -110,8 +161,20 @@ func (p *pauseProbe) stop() *Pauses {
 		SnapshotLockMax: p.lockMax, SnapshotTotalMax: p.totalMax}
 	if len(p.commits) > 0 {
 		slices.Sort(p.commits)
-		r.CommitP99, r.CommitMax = pct(p.commits, 99), p.commits[len(p.commits)-1]
+		r.CommitP50, r.CommitP99, r.CommitMax = pct(p.commits, 50), pct(p.commits, 99), p.commits[len(p.commits)-1]
+		var sum time.Duration
+		for _, d := range p.commits {
+			sum += d
+		}
+		r.CommitBusy = sum.Seconds() / time.Since(p.began).Seconds()
 		r.EventsPerCommit = float64(p.events) / float64(len(p.commits))
+		r.SoftPerCommit = float64(p.soft) / float64(len(p.commits))
+	}
+	for i, ds := range p.phases {
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			r.Phases = append(r.Phases, PhaseStat{phaseNames[i], pct(ds, 50), pct(ds, 99), ds[len(ds)-1]})
+		}
 	}
 	r.GCCycles = gc1[0].Value.Uint64() - p.gc0[0].Value.Uint64()
 	h0, h1 := p.gc0[1].Value.Float64Histogram(), gc1[1].Value.Float64Histogram()

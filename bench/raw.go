@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,8 @@ func RawGroupCommit(dir string, writers int, stop RawStop) (*Result, error) {
 	defer db.Close()
 	in := make(chan *rawReq, writers)
 	var batcherErr error
+	var commits []time.Duration // the batcher's, read after it stopped
+	var sizes, maxSize int
 	batcherDone := make(chan struct{})
 	go func() {
 		defer close(batcherDone)
@@ -133,6 +136,7 @@ func RawGroupCommit(dir string, writers int, stop RawStop) (*Result, error) {
 					break drain
 				}
 			}
+			t0 := time.Now()
 			err := db.Update(func(tx *bolt.Tx) error {
 				b := tx.Bucket(rawBucket)
 				b.FillPercent = 1.0
@@ -144,6 +148,9 @@ func RawGroupCommit(dir string, writers int, stop RawStop) (*Result, error) {
 				}
 				return nil
 			})
+			commits = append(commits, time.Since(t0))
+			sizes += len(batch)
+			maxSize = max(maxSize, len(batch))
 			if err != nil && batcherErr == nil {
 				batcherErr = err
 			}
@@ -187,5 +194,14 @@ func RawGroupCommit(dir string, writers int, stop RawStop) (*Result, error) {
 	}
 	res := merge(fmt.Sprintf("raw bbolt, group commit, %d writers", writers), writers, elapsed, recs)
 	res.CPU = cpu
+	if len(commits) > 0 {
+		slices.Sort(commits)
+		var sum time.Duration
+		for _, d := range commits {
+			sum += d
+		}
+		res.Pauses = &Pauses{Commits: len(commits), CommitP50: pct(commits, 50), CommitP99: pct(commits, 99), CommitMax: commits[len(commits)-1],
+			CommitBusy: sum.Seconds() / elapsed.Seconds(), EventsPerCommit: float64(sizes) / float64(len(commits)), MaxEventsPerCommit: maxSize, raw: true}
+	}
 	return res, nil
 }

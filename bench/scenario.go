@@ -27,7 +27,7 @@ func openNodeProbed(dir string, manual bool, p *pauseProbe) (*node.Node, error) 
 	cfg := node.Config{DataDir: dir, Manual: manual, Commands: commands.DefaultConfig(), SnapshotEvery: 100000,
 		Logger: zerolog.Nop()}
 	if p != nil {
-		cfg.WrapLog, cfg.SnapshotTimed = p.wrap, p.snapshot
+		cfg.WrapLog, cfg.SnapshotTimed, cfg.Phases = p.wrap, p.snapshot, p.phase
 	}
 	return node.Open(cfg)
 }

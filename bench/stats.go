@@ -158,6 +158,9 @@ func (r *Result) Line() string {
 	s += ")"
 	if r.Pauses != nil {
 		s += "\n    " + r.Pauses.Line()
+		if len(r.Pauses.Phases) > 0 {
+			s += "\n    " + r.Pauses.PhasesLine()
+		}
 	}
 	return s
 }

@@ -205,6 +205,10 @@ func (e *Engine) decideQueued(j *job, r *request) {
 // decide decides one command into j: its events are stamped, chained onto
 // the newest decided head and applied to the projections at once.
 func (e *Engine) decide(j *job, r *request) {
+	if r.timed {
+		r.t.decideStart = time.Now()                //tl:wallclock phase metric
+		defer func() { r.t.decided = time.Now() }() //tl:wallclock phase metric
+	}
 	j.reqs = append(j.reqs, r)
 	e.sequenced.Add(1)
 	if e.failed.Load() != nil || j.poisoned != nil {
@@ -341,6 +345,10 @@ func (e *Engine) committer() {
 	}()
 	for j := range e.commits {
 		var err error
+		var began time.Time
+		if e.metrics.Phases != nil {
+			began = time.Now() //tl:wallclock phase metric
+		}
 		if j.batch != nil {
 			start := time.Now() //tl:wallclock commit-latency metric
 			err = e.log.Append(j.batch)
@@ -351,8 +359,15 @@ func (e *Engine) committer() {
 				e.metrics.CommitFailed(err)
 			}
 		}
+		var committed time.Time
+		if err == nil && !began.IsZero() {
+			committed = time.Now() //tl:wallclock phase metric
+		}
 		if err == nil {
 			e.publish(j)
+		}
+		if !committed.IsZero() {
+			stamp(j.reqs, began, committed, time.Now()) //tl:wallclock phase metric
 		}
 		e.results <- err
 		if err == nil {
@@ -379,6 +394,15 @@ func (e *Engine) publish(j *job) {
 	}
 }
 
+// stamp records a committed batch's commit on its requests' phase times.
+func stamp(reqs []*request, began, committed, published time.Time) {
+	for _, r := range reqs {
+		if r.timed {
+			r.t.commitStart, r.t.committed, r.t.published = began, committed, published
+		}
+	}
+}
+
 // answer releases one command's answer.
 func (e *Engine) answer(r *request) {
 	if e.metrics.Command != nil {
@@ -387,6 +411,9 @@ func (e *Engine) answer(r *request) {
 	if e.metrics.Claimed != nil && r.err == nil && !r.res.Replayed && r.res.Record != nil &&
 		r.res.Record.EventType == string(events.EvTaskClaimed) {
 		e.metrics.Claimed()
+	}
+	if r.timed {
+		r.t.answered = time.Now() //tl:wallclock phase metric
 	}
 	r.done <- struct{}{} // the last touch: Do reuses r
 }

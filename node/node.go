@@ -51,6 +51,9 @@ type Config struct {
 	// WrapLog, when set, wraps the log the sequencer appends to (tests
 	// that hold a commit in flight).
 	WrapLog func(commands.Log) commands.Log
+	// Phases, when set, is told where each command's time went
+	// (commands.Metrics.Phases; benchmarks).
+	Phases func(commands.Phases)
 	// FreeSpace, when set, replaces the statfs of DataDir that /readyz
 	// holds against api.MinFreeBytes (tests simulate a full disk).
 	FreeSpace func() (uint64, error)
@@ -318,8 +321,10 @@ func open(cfg Config, src source) (*Node, error) {
 	if tlog != nil {
 		leaves = tlog.Committed
 	}
+	em := metrics.Engine()
+	em.Phases = cfg.Phases
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
-		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
+		Config: cfg.Commands, Metrics: em, Logger: cfg.Logger,
 		Leaves: leaves,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			if hf != nil {

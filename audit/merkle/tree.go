@@ -54,9 +54,17 @@ type Tree struct {
 	mu  sync.RWMutex
 	rng *compact.Range
 	// levels[l] holds the hashes of the complete nodes of level l, in
-	// index order, HashSize bytes each: 2 hashes per leaf in all.
-	levels [][]byte
+	// index order, HashSize bytes each (2 hashes per leaf in all), in
+	// chunks of chunkHashes hashes: a chunk, once full, is never copied,
+	// so an append costs the same at a billion leaves as at a thousand
+	// (one growing slice was copied whole, 32 bytes per leaf, on the
+	// committer at every growth of a quarter).
+	levels [][][]byte
 }
+
+// chunkHashes is the number of hashes per chunk of a level (32 KiB, the
+// largest small allocation: no page-aligned large object per chunk).
+var chunkHashes = 1024
 
 // New returns the empty tree.
 func New() *Tree { return &Tree{rng: factory.NewEmptyRange(0)} }
@@ -101,15 +109,28 @@ func (t *Tree) store(id compact.NodeID, hash []byte) {
 	for uint(len(t.levels)) <= id.Level {
 		t.levels = append(t.levels, nil)
 	}
-	t.levels[id.Level] = append(t.levels[id.Level], hash...)
+	chunks := t.levels[id.Level]
+	if n := len(chunks); n == 0 || len(chunks[n-1]) == chunkHashes*HashSize {
+		// A level's first chunk grows as a slice does (small trees stay
+		// small); every later one is allocated whole.
+		c := []byte(nil)
+		if n > 0 {
+			c = make([]byte, 0, chunkHashes*HashSize)
+		}
+		chunks = append(chunks, c)
+	}
+	last := len(chunks) - 1
+	chunks[last] = append(chunks[last], hash...)
+	t.levels[id.Level] = chunks
 }
 
 // node returns the stored hash of a complete node (the caller holds mu).
 func (t *Tree) node(id compact.NodeID) ([]byte, error) {
 	if id.Level < uint(len(t.levels)) {
-		l := t.levels[id.Level]
-		if off := id.Index * HashSize; off+HashSize <= uint64(len(l)) {
-			return l[off : off+HashSize : off+HashSize], nil
+		chunks := t.levels[id.Level]
+		c, off := id.Index/uint64(chunkHashes), id.Index%uint64(chunkHashes)*HashSize
+		if c < uint64(len(chunks)) && off+HashSize <= uint64(len(chunks[c])) {
+			return chunks[c][off : off+HashSize : off+HashSize], nil
 		}
 	}
 	return nil, fmt.Errorf("merkle: node (%d, %d) is not stored", id.Level, id.Index)
@@ -221,8 +242,13 @@ func (t *Tree) Equal(o *Tree) bool {
 		return false
 	}
 	for i := range t.levels {
-		if !bytes.Equal(t.levels[i], o.levels[i]) {
+		if len(t.levels[i]) != len(o.levels[i]) {
 			return false
+		}
+		for j := range t.levels[i] {
+			if !bytes.Equal(t.levels[i][j], o.levels[i][j]) {
+				return false
+			}
 		}
 	}
 	return t.rng.Equal(o.rng)
