@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
+
 	"taskledger/api"
 	"taskledger/audit/checkpoint"
 	"taskledger/audit/merkle"
@@ -25,12 +28,14 @@ import (
 // GenerateHistory's other callers): a ledger of Finished tasks that ran
 // their whole lifecycle and Live tasks still open, written without the
 // command deciders or the projections. Each event is what the deciders
-// write for the same step (TestGeneratedHistoryMatchesDeciders holds the
-// two against each other), sealed and hash-chained by the ledger's own
-// encoder, committed in batches of historyBatch events per bbolt
+// write for the same step (TestGeneratedHistoryVerifiesAndContinues
+// continues a generated history with the real commands), sealed and hash-chained by the ledger's own
+// encoder, committed in batches of historyBatchEvents events per bbolt
 // transaction without fsync (one sync at the end), with the Merkle tree
-// built as it goes and signed checkpoints stored; `taskledger verify`
-// passes on the result. Memory stays flat: nothing is kept per task.
+// root computed as it goes (the right edge of the tree only, as
+// audit/merkle hashes it) and signed checkpoints stored; `taskledger
+// verify` passes on the result. Memory stays flat: nothing is kept per
+// task.
 
 // HistoryConfig sizes a generated history.
 type HistoryConfig struct {
@@ -44,6 +49,9 @@ type HistoryConfig struct {
 	PerDay int
 	// End is the time of the newest event (the zero value: 2026-01-01).
 	End time.Time
+	// batch and checkpointEvery (tests): events per transaction (at least
+	// this many, whole tasks) and between signed checkpoints.
+	batch, checkpointEvery int
 }
 
 // History describes a generated history.
@@ -63,7 +71,7 @@ type History struct {
 // Finished-task outcomes: of every 20 tasks, 17 succeed, 2 fail and 1 is
 // canceled while it runs (cancel requested, then acknowledged).
 const (
-	historyBatch       = 16384 // events per bbolt transaction
+	historyBatchEvents = 16384 // events per bbolt transaction
 	historyCheckpoints = 1 << 20
 	historyOperator    = "initial"
 	historyAuthTTL     = 24 * time.Hour
@@ -80,6 +88,10 @@ var historyRequired = []string{"accessibility_connected", "target_app_installed"
 // ErrHistoryExists is a generation into a directory that holds a ledger.
 var ErrHistoryExists = errors.New("bench: the directory already holds a ledger")
 
+// errHistoryWriter stops the generation when the writer failed (run
+// returns the writer's own error).
+var errHistoryWriter = errors.New("bench: the history's writer failed")
+
 // GenerateHistory writes a history of cfg's size into cfg.Dir.
 func GenerateHistory(cfg HistoryConfig) (*History, error) {
 	if cfg.Finished < 0 || cfg.Live < 0 {
@@ -93,6 +105,12 @@ func GenerateHistory(cfg HistoryConfig) (*History, error) {
 	}
 	if cfg.PerDay <= 0 {
 		cfg.PerDay = 100_000
+	}
+	if cfg.batch <= 0 {
+		cfg.batch = historyBatchEvents
+	}
+	if cfg.checkpointEvery <= 0 {
+		cfg.checkpointEvery = historyCheckpoints
 	}
 	if cfg.End.IsZero() {
 		cfg.End = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -138,26 +156,36 @@ func syncFile(path string) error {
 	return errors.Join(f.Sync(), f.Close())
 }
 
-// historyGen writes the events.
+// historyGen writes the events. It seals batches while a writer
+// goroutine commits the previous one and extends the Merkle tree with it
+// (two batches in flight at most).
 type historyGen struct {
 	cfg      HistoryConfig
 	store    *ledger.Store
 	key      *checkpoint.Key
-	tree     *merkle.Tree
+	tree     *compact.Range // the Merkle tree's right edge: its root at every size, no node kept
 	ids      *idSource
 	token    string
 	head     ledger.Head
-	base     ledger.Head // the head the pending batch continues
-	now      int64       // time of the next event, Unix ms
-	step     int64       // ms between two tasks
-	pending  []*ledger.Event
-	encoded  [][]byte
-	leaves   [][]byte
-	signedAt uint64
+	now      int64 // time of the next event, Unix ms
+	step     int64 // ms between two tasks
+	cur      *historyBatch
+	free     chan *historyBatch
+	work     chan *historyBatch
+	done     chan error    // the writer's error, when it ended
+	failed   chan struct{} // closed when a commit failed
+	signedAt uint64        // writer's
 	devs     []historyDevice
 	outcomes map[string]int
-	scratch  []ledger.Event // reused envelopes
-	used     int
+}
+
+// historyBatch is one bbolt transaction's events.
+type historyBatch struct {
+	base    ledger.Head // the head it continues
+	events  []*ledger.Event
+	encoded [][]byte
+	leaves  [][]byte
+	scratch []ledger.Event // the envelopes, reused
 }
 
 type historyDevice struct {
@@ -191,9 +219,15 @@ func newHistoryGen(store *ledger.Store, cfg HistoryConfig) (*historyGen, error) 
 	step := day / int64(cfg.PerDay)
 	step = max(step, 200) // a task's own events span 140 ms
 	span := step*int64(cfg.Finished) + 200*int64(cfg.Live) + int64(cfg.Devices) + 10_000
-	g := &historyGen{cfg: cfg, store: store, key: key, tree: merkle.New(), ids: ids, token: tok,
-		head: ledger.GenesisHead(), base: ledger.GenesisHead(), now: cfg.End.UnixMilli() - span, step: step,
-		outcomes: map[string]int{}, scratch: make([]ledger.Event, historyBatch+8)}
+	g := &historyGen{cfg: cfg, store: store, key: key,
+		tree: (&compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}).NewEmptyRange(0), ids: ids, token: tok,
+		head: ledger.GenesisHead(), now: cfg.End.UnixMilli() - span, step: step, outcomes: map[string]int{},
+		free: make(chan *historyBatch, 2), work: make(chan *historyBatch, 1), done: make(chan error, 1), failed: make(chan struct{})}
+	for range 2 {
+		g.free <- &historyBatch{scratch: make([]ledger.Event, cfg.batch+8)}
+	}
+	g.cur = <-g.free
+	g.cur.base = g.head
 	return g, nil
 }
 
@@ -206,6 +240,53 @@ func (g *historyGen) deviceIDs() []string {
 }
 
 func (g *historyGen) run() error {
+	go g.write()
+	err := g.generate()
+	if err == nil {
+		err = g.flush()
+	}
+	close(g.work)
+	if werr := <-g.done; werr != nil {
+		err = werr // the writer's error, not errHistoryWriter
+	}
+	if err != nil {
+		return err
+	}
+	return g.sign()
+}
+
+// write commits the batches in order; after a failure it only drains.
+func (g *historyGen) write() {
+	var err error
+	for b := range g.work {
+		if err == nil {
+			if err = g.commit(b); err != nil {
+				close(g.failed)
+			}
+		}
+		b.events, b.encoded, b.leaves = b.events[:0], b.encoded[:0], b.leaves[:0]
+		clear(b.scratch)
+		g.free <- b
+	}
+	g.done <- err
+}
+
+func (g *historyGen) commit(b *historyBatch) error {
+	if err := g.store.Append(&ledger.Batch{Expected: b.base, Events: b.events, Encoded: b.encoded}); err != nil {
+		return err
+	}
+	for _, h := range b.leaves {
+		if err := g.tree.Append(h, nil); err != nil {
+			return err
+		}
+	}
+	if g.tree.End()-g.signedAt >= uint64(g.cfg.checkpointEvery) {
+		return g.sign()
+	}
+	return nil
+}
+
+func (g *historyGen) generate() error {
 	for range g.cfg.Devices {
 		if err := g.register(); err != nil {
 			return err
@@ -235,16 +316,13 @@ func (g *historyGen) run() error {
 			return err
 		}
 	}
-	if err := g.flush(); err != nil {
-		return err
-	}
-	return g.sign()
+	return nil
 }
 
 // emit seals one event onto the pending batch.
 func (g *historyGen) emit(stream string, version uint64, typ events.Type, at int64, actor ledger.Actor, idem *ledger.Idem, body any) error {
-	e := &g.scratch[g.used]
-	g.used++
+	b := g.cur
+	e := &b.scratch[len(b.events)]
 	*e = ledger.Event{Stream: stream, StreamVersion: version, Type: ledger.EventType(typ), Schema: events.CurrentSchema(typ),
 		At: at, Actor: actor, Idem: idem}
 	head, raw, err := ledger.SealBody(e, g.head, body, events.AppendBody)
@@ -252,52 +330,53 @@ func (g *historyGen) emit(stream string, version uint64, typ events.Type, at int
 		return err
 	}
 	g.head = head
-	g.pending = append(g.pending, e)
-	g.encoded = append(g.encoded, raw)
-	g.leaves = append(g.leaves, merkle.LeafHash(raw))
+	b.events = append(b.events, e)
+	b.encoded = append(b.encoded, raw)
+	b.leaves = append(b.leaves, merkle.LeafHash(raw))
 	return nil
 }
 
 // endTask flushes when the batch is full (a task's events never straddle
 // two batches: no batch is left with a half-written task).
 func (g *historyGen) endTask() error {
-	if len(g.pending) >= historyBatch {
+	if len(g.cur.events) >= g.cfg.batch {
 		return g.flush()
 	}
 	return nil
 }
 
+// flush hands the batch to the writer and takes the next free one (an
+// error of the writer's ends the generation).
 func (g *historyGen) flush() error {
-	if len(g.pending) == 0 {
+	if len(g.cur.events) == 0 {
 		return nil
 	}
-	if err := g.store.Append(&ledger.Batch{Expected: g.base, Events: g.pending, Encoded: g.encoded}); err != nil {
-		return err
+	select {
+	case g.work <- g.cur:
+	case <-g.failed:
+		return errHistoryWriter
 	}
-	if err := g.tree.AppendHashes(g.base.Seq+1, g.leaves); err != nil {
-		return err
-	}
-	g.base = g.head
-	clear(g.scratch[:g.used])
-	g.pending, g.encoded, g.leaves, g.used = g.pending[:0], g.encoded[:0], make([][]byte, 0, historyBatch+8), 0
-	if g.head.Seq-g.signedAt >= historyCheckpoints {
-		return g.sign()
-	}
+	g.cur = <-g.free
+	g.cur.base = g.head
 	return nil
 }
 
 // sign stores a signed checkpoint of the tree's size, stamped with the
-// newest event's time.
+// newest committed event's time (the writer's, or after it ended).
 func (g *historyGen) sign() error {
-	size := g.tree.Size()
+	size := g.tree.End()
 	if size == 0 || size == g.signedAt {
 		return nil
 	}
-	root, err := g.tree.Root(size)
+	root, err := g.tree.GetRootHash(nil)
 	if err != nil {
 		return err
 	}
-	signed, err := g.key.Sign(checkpoint.Checkpoint{Size: size, Root: root, Time: g.head.At})
+	head, err := g.store.Head()
+	if err != nil {
+		return err
+	}
+	signed, err := g.key.Sign(checkpoint.Checkpoint{Size: size, Root: root, Time: head.At})
 	if err != nil {
 		return err
 	}
@@ -316,7 +395,8 @@ func (g *historyGen) device(d historyDevice, op string) (ledger.Actor, *ledger.I
 
 func (g *historyGen) idem(scope, op string) *ledger.Idem {
 	k := g.ids.next()
-	return &ledger.Idem{Scope: scope, Key: k, Fingerprint: fingerprint(op, k)}
+	fp := sha256.Sum256([]byte(op + "\x00" + k))
+	return &ledger.Idem{Scope: scope, Key: k, Fingerprint: fp[:]}
 }
 
 func (g *historyGen) register() error {

@@ -44,7 +44,8 @@ func verifyHistory(t *testing.T, dir string) *node.VerifyReport {
 // generated events leave the projections where the deciders would.
 func TestGeneratedHistoryVerifiesAndContinues(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "h")
-	h, err := GenerateHistory(HistoryConfig{Dir: dir, Finished: 60, Live: 20, Devices: 8, End: historyEnd})
+	h, err := GenerateHistory(HistoryConfig{Dir: dir, Finished: 60, Live: 20, Devices: 8, End: historyEnd,
+		batch: 16, checkpointEvery: 100}) // many transactions, several checkpoints
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +55,8 @@ func TestGeneratedHistoryVerifiesAndContinues(t *testing.T) {
 		t.Errorf("events %d, want %d", h.Events, want)
 	}
 	rep := verifyHistory(t, dir)
-	if rep.Checkpoints < 1 {
-		t.Errorf("verify checked %d checkpoints, want at least 1", rep.Checkpoints)
+	if rep.Checkpoints < 3 {
+		t.Errorf("verify checked %d checkpoints, want at least 3", rep.Checkpoints)
 	}
 
 	clock := commands.NewManualClock(historyEnd.Add(time.Second))
