@@ -309,8 +309,10 @@ func (g *historyGen) generate() error {
 		case i < len(g.devs):
 			err = g.live(i, at, false)
 		default:
-			_, _, err = g.create(at)
-			g.outcomes[string(events.EvTaskCreated)]++
+			if _, _, err = g.create(at); err == nil {
+				g.outcomes[string(events.EvTaskCreated)]++
+				err = g.endTask()
+			}
 		}
 		if err != nil {
 			return err
