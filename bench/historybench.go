@@ -85,6 +85,9 @@ func RunHistory(cfg HistoryRunConfig) (*HistoryReport, error) {
 			return nil, fmt.Errorf("history of %d finished tasks: %w", n, err)
 		}
 		rep.Points = append(rep.Points, *p)
+		for _, l := range p.lines() {
+			cfg.progress("  %s", l)
+		}
 	}
 	return rep, nil
 }
@@ -255,16 +258,7 @@ func (r *HistoryReport) ListP99Slope() (float64, bool) {
 func (r *HistoryReport) Lines() []string {
 	var out []string
 	for i := range r.Points {
-		p := &r.Points[i]
-		g := p.Gen
-		name := fmt.Sprintf("history %d finished + %d live", g.Finished, g.Live)
-		out = append(out,
-			fmt.Sprintf("%-40s generated %9d events in %6.2f s (CPU %6.2f s)  %9.0f finished tasks/s  taskledger.db %.1f MB",
-				name, g.Events, g.Took.Seconds(), g.CPU.Seconds(), float64(g.Finished)/g.Took.Seconds(), float64(g.FileBytes)/1e6),
-			fmt.Sprintf("%-40s first start (whole log) %6.2f s  snapshot %6.2f s, %.1f MB  start from snapshot %6.2f s (CPU %6.2f s)  heap %.1f MB",
-				name, p.Replay.Seconds(), p.Snapshot.Seconds(), float64(p.SnapshotBytes)/1e6, p.Start.Seconds(), p.StartCPU.Seconds(), float64(p.Heap)/1e6),
-			fmt.Sprintf("%-40s list SUCCEEDED by device, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on the first page)",
-				name, HistoryListLimit, ms(p.ListP50), ms(p.ListP99), p.ListTasks))
+		out = append(out, r.Points[i].lines()...)
 	}
 	if len(r.Points) < 2 {
 		return out
@@ -280,6 +274,20 @@ func (r *HistoryReport) Lines() []string {
 		fmt.Sprintf("%s start-up               %8.3f s per million finished   (aim ≤ 0.1)", label, start*1e6),
 		fmt.Sprintf("%s snapshot               %8.1f B per finished task      (aim ≤ 16)", label, snap),
 		fmt.Sprintf("%s list p99 by device     %8.2f ms per million finished  (aim: p99 ≤ 20 ms at any size)", label, list*1e9))
+}
+
+// lines prints one size's figures.
+func (p *HistoryPoint) lines() []string {
+	g := p.Gen
+	name := fmt.Sprintf("history %d finished + %d live", g.Finished, g.Live)
+	return []string{
+		fmt.Sprintf("%-40s generated %9d events in %6.2f s (CPU %6.2f s)  %9.0f finished tasks/s  taskledger.db %.1f MB",
+			name, g.Events, g.Took.Seconds(), g.CPU.Seconds(), float64(g.Finished)/g.Took.Seconds(), float64(g.FileBytes)/1e6),
+		fmt.Sprintf("%-40s first start (whole log) %6.2f s  snapshot %6.2f s, %.1f MB  start from snapshot %6.2f s (CPU %6.2f s)  heap %.1f MB",
+			name, p.Replay.Seconds(), p.Snapshot.Seconds(), float64(p.SnapshotBytes)/1e6, p.Start.Seconds(), p.StartCPU.Seconds(), float64(p.Heap)/1e6),
+		fmt.Sprintf("%-40s list SUCCEEDED by device, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on the first page)",
+			name, HistoryListLimit, ms(p.ListP50), ms(p.ListP99), p.ListTasks),
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
