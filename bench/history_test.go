@@ -166,7 +166,7 @@ func TestRunHistoryReportsSlopes(t *testing.T) {
 		t.Fatalf("%d points, %d verified, want 2 and 2", len(r.Points), len(verified))
 	}
 	for _, p := range r.Points {
-		if p.SnapshotBytes == 0 || p.Heap == 0 || p.Start == 0 || p.ListP99 == 0 || p.ListTasks < 0 {
+		if p.SnapshotBytes == 0 || p.Heap == 0 || p.Start == 0 || p.Merkle == 0 || p.ListP99 == 0 || p.ListTasks < 0 {
 			t.Errorf("a figure is missing: %+v", p)
 		}
 	}
