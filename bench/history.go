@@ -45,7 +45,8 @@ type HistoryConfig struct {
 	Devices  int    // devices that claim the tasks (default 64)
 	// PerDay is how many tasks finish per day (default 100,000): the
 	// history spans Finished/PerDay days, so idempotency records expire
-	// across it as they do on a real node.
+	// across it as they do on a real node. At most 432,000 (tasks are at
+	// least 200 ms apart: their own events span 140 ms).
 	PerDay int
 	// End is the time of the newest event (the zero value: 2026-01-01).
 	End time.Time
@@ -68,8 +69,7 @@ type History struct {
 	FileBytes  int64         // taskledger.db
 }
 
-// Finished-task outcomes: of every 20 tasks, 17 succeed, 2 fail and 1 is
-// canceled while it runs (cancel requested, then acknowledged).
+// The generator's fixed choices.
 const (
 	historyBatchEvents = 16384 // events per bbolt transaction
 	historyCheckpoints = 1 << 20
@@ -480,7 +480,9 @@ func (g *historyGen) claimStart(d historyDevice, at int64, start bool) (*running
 }
 
 // finished writes the i-th finished task: created, claimed by device
-// i mod K, started, a heartbeat, and its outcome.
+// i mod K, started, a heartbeat, and its outcome: of every 20 tasks, 17
+// succeed, 2 fail and 1 is canceled while it runs (cancel requested by
+// the operator, then acknowledged by the device).
 func (g *historyGen) finished(i int) error {
 	at := g.now
 	g.now += g.step
