@@ -15,4 +15,12 @@
 // goroutine. They are the ceiling the ledger's figures are compared with in
 // docs/performance.md. Only this package, ledger/ and snapshots/ import
 // bbolt.
+//
+// The replay figures (replay.go, replaylog.go) run on logs the real
+// deciders built. The history figures (historybench.go) run on histories
+// of millions of finished tasks that GenerateHistory (history.go) writes
+// event by event through the ledger's own sealing, hash chain and
+// checkpoint signing, and measure a node only through node.Open,
+// Node.Snapshot and the API's handler: heap, start-up, snapshot size and
+// the filtered admin list per finished task, as slopes between two sizes.
 package bench

@@ -30,7 +30,7 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	devicesFlag := fs.String("devices", "256", "concurrent simulated devices (a comma-separated list runs each)")
 	duration := fs.Duration("duration", 10*time.Second, "length of each scenario")
-	mode := fs.String("mode", "all", "inprocess, http, raw, replay, or all (raw baselines + in-process, + http when --url is given; replay only by name)")
+	mode := fs.String("mode", "all", "inprocess, http, raw, replay, history, or all (raw baselines + in-process, + http when --url is given; replay and history only by name)")
 	url := fs.String("url", "", "http mode: base URL of a running server (without it, a server is started in this process on loopback)")
 	adminToken := envString(fs, "admin-token", "", "http mode with --url: an admin token of that server")
 	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
@@ -42,12 +42,16 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	replayEvents := fs.Int64("events", 1_000_000, "replay mode: events of the lifecycle log (scans, full replay, memory and disk figures)")
 	replayTasks := fs.Int64("tasks", 1_000_000, "replay mode: tasks of the tasks-only log (start from snapshot + tail)")
 	replayTail := fs.Int64("tail", 10_000, "replay mode: events after each log's snapshot")
+	historyFinished := fs.String("finished", "1000000,4000000", "history mode: finished tasks of each generated history, one or two ascending sizes (two give the slopes)")
+	historyLive := fs.Int("live", 100_000, "history mode: live (open) tasks after the finished ones")
+	historyDevices := fs.Int("history-devices", 64, "history mode: devices the tasks are spread over (the list filters by one of them)")
+	historyRequests := fs.Int("requests", 200, "history mode: timed list requests per size")
 	beatSteps := fs.String("heartbeat-steps", "same", "in-process runs: same (heartbeats keep one step per execution and append no event), each (every heartbeat reports a new step and appends one, as before quiet heartbeats), or both (the two, in this run)")
 	loops := loopsFlag{bench.LoopMix}
 	fs.Var(&loops, "loop", "http runs: mix (the benchmark's mix of both loops), release (claim → release only), full (the full loop only), or a comma-separated list of them (all: the three), each on its own server and line")
 	c.RunE = runCode(func(pos []string) int {
 		if len(pos) > 0 {
-			fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N]")
+			fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N] [--finished N[,N] --live N --history-devices N --requests N]")
 			return 2
 		}
 		var devices []int
@@ -80,6 +84,24 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 				return code
 			}
 			return benchReplay(rc, *data, *verify, *cpuProfile, *memProfile, *traceFile, stdout, stderr)
+		case "history":
+			sizes, err := historySizes(*historyFinished)
+			switch {
+			case err != nil:
+				fmt.Fprintf(stderr, "taskledger: %v\n", err)
+				return 2
+			case *historyLive < 0 || *historyLive > 100_000_000:
+				fmt.Fprintln(stderr, "taskledger: --live must be a number from 0 to 100000000")
+				return 2
+			case *historyDevices < 1 || *historyDevices > 100_000:
+				fmt.Fprintln(stderr, "taskledger: --history-devices must be a number from 1 to 100000")
+				return 2
+			case *historyRequests < 1 || *historyRequests > 1_000_000:
+				fmt.Fprintln(stderr, "taskledger: --requests must be a number from 1 to 1000000")
+				return 2
+			}
+			hc := bench.HistoryRunConfig{Sizes: sizes, Live: *historyLive, Devices: *historyDevices, Requests: *historyRequests}
+			return benchHistory(hc, *data, *verify, *cpuProfile, *memProfile, *traceFile, stdout, stderr)
 		case "all":
 			runRaw, runIn, runHTTP = true, true, *url != ""
 		case "raw":
@@ -89,7 +111,7 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		case "http":
 			runHTTP = true
 		default:
-			return fail(stderr, "--mode must be inprocess, http, raw, replay or all")
+			return fail(stderr, "--mode must be inprocess, http, raw, replay, history or all")
 		}
 		if *url != "" && *adminToken == "" && runHTTP {
 			return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")
