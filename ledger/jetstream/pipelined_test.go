@@ -111,3 +111,23 @@ func openLog(t *testing.T, cfg jetstream.Config) *jetstream.Log {
 	t.Cleanup(func() { l.Close() })
 	return l
 }
+
+// TestSoftRecordsOfABatchKeepTheirOrder: a batch's soft records are
+// published together; two writes of one key in a batch leave the later
+// one, and a delete after a put leaves nothing.
+func TestSoftRecordsOfABatchKeepTheirOrder(t *testing.T) {
+	s := jstest.Server(t, false)
+	cfg := jetstream.Config{URL: s.ClientURL(), Name: "SOFTORDER"}
+	l := openLog(t, cfg)
+	soft := []ledger.SoftRecord{{Key: "k", Value: []byte("1")}, {Key: "gone", Value: []byte("x")}, {Key: "k", Value: []byte("2")}, {Key: "gone"}}
+	if err := l.Append(&ledger.Batch{Expected: ledger.GenesisHead(), Soft: soft}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	if err := openLog(t, cfg).SoftRecords("", func(k string, v []byte) error { got[k] = string(v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["k"] != "2" {
+		t.Fatalf("soft records %v, want only k=2", got)
+	}
+}
