@@ -193,11 +193,17 @@ func (e *Engine) handOff(p *pipe) {
 	if j == nil {
 		return
 	}
-	p.open = nil
 	if j.poisoned != nil {
+		if len(p.inflight) > 0 {
+			// It fails once the batches before it settled: the reload
+			// that follows must not drop their events from the projections.
+			return
+		}
+		p.open = nil
 		e.fail(j.poisoned, j)
 		return
 	}
+	p.open = nil
 	j.head = e.head // the open batch holds the newest decided events
 	if len(j.events) > 0 || len(j.soft) > 0 || j.manual != nil {
 		j.batch = &ledger.Batch{Expected: j.expected, Events: j.events, Encoded: j.encoded, Soft: j.soft, SecretCheck: j.secret}
