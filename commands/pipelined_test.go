@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -122,4 +123,75 @@ func TestPipelinedBatchAfterAFailedOneIsNotAcknowledged(t *testing.T) {
 	if tasks != 2 {
 		t.Fatalf("%d tasks, want 2 (the other sequencer's and the last one)", tasks)
 	}
+}
+
+// startCounter counts the batches started while another was pending.
+type startCounter struct {
+	*jetstream.Log
+	mu       sync.Mutex
+	pending  int
+	overlaps int
+}
+
+func (c *startCounter) Start(b *ledger.Batch) func() error {
+	c.mu.Lock()
+	if c.pending > 0 {
+		c.overlaps++
+	}
+	c.pending++
+	c.mu.Unlock()
+	wait := c.Log.Start(b)
+	return func() error {
+		err := wait()
+		c.mu.Lock()
+		c.pending--
+		c.mu.Unlock()
+		return err
+	}
+}
+
+// TestPipelinedBatchesCommitInOrder: many concurrent commands on a
+// JetStream stream, with batches published while others are in flight,
+// all commit, and the projections rebuilt from the stream are the live
+// ones.
+func TestPipelinedBatchesCommitInOrder(t *testing.T) {
+	s := jstest.Server(t, false)
+	l, err := jetstream.Open(jetstream.Config{URL: s.ClientURL(), Name: "PIPEORDER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c := &startCounter{Log: l}
+	e := jetstreamEngine(t, c, l)
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				if _, err := e.Do(context.Background(), createTaskCmd()); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	rebuilt, err := projections.Rebuild(l, projections.Config{IdempotencyRetentionMs: cfg.IdempotencyRetention.Milliseconds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []byte
+	e.Read(func(s *projections.State) { live, _ = s.Canonical() })
+	if b, _ := rebuilt.Canonical(); !bytes.Equal(b, live) || len(rebuilt.Tasks) != 400 {
+		t.Fatalf("rebuilt from the stream: %d tasks, equal to the live projections: %v", len(rebuilt.Tasks), bytes.Equal(b, live))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Logf("%d batches started while another was in flight", c.overlaps)
 }
