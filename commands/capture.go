@@ -35,7 +35,8 @@ func (e *Engine) CaptureDecided(fn func(s *projections.State)) error {
 }
 
 // capture runs c on the projections and makes it wait for the batch that
-// holds the newest decided event (p.open, else p.inflight), or answers it
+// holds the newest decided event (p.open, else the newest batch in
+// flight), or answers it
 // at once when nothing is uncommitted.
 func (e *Engine) capture(p *pipe, c *captureReq) {
 	if e.failed.Load() != nil {
@@ -46,8 +47,9 @@ func (e *Engine) capture(p *pipe, c *captureReq) {
 	switch {
 	case p.open != nil:
 		p.open.captures = append(p.open.captures, c)
-	case p.inflight != nil:
-		p.inflight.captures = append(p.inflight.captures, c)
+	case len(p.inflight) > 0:
+		last := p.inflight[len(p.inflight)-1]
+		last.captures = append(last.captures, c)
 	default:
 		c.done <- nil
 	}

@@ -17,6 +17,20 @@ type Log interface {
 	Append(b *ledger.Batch) error
 }
 
+// PipelinedLog is a Log that can start a batch's append before the
+// previous one is acknowledged (ledger/jetstream): Start publishes b and
+// returns the wait for its outcome. The committer calls the waits in the
+// order of the Starts; a batch started on top of one that fails must fail
+// too (the stream refuses it: it expects the failed batch's sequence).
+type PipelinedLog interface {
+	Log
+	Start(b *ledger.Batch) (wait func() error)
+}
+
+// DefaultPipelineDepth is how many batches a PipelinedLog may have in
+// flight at once (published, not yet acknowledged).
+const DefaultPipelineDepth = 2
+
 // Loader rebuilds the projections from the log on disk (after a failed
 // commit).
 type Loader func() (*projections.State, error)
@@ -102,6 +116,7 @@ type Engine struct {
 	stop      chan struct{}
 	done      chan struct{}
 	maxBatch  int
+	depth     int // batches in flight at most: 1, or PipelineDepth on a PipelinedLog
 
 	// mu guards state. The sequencer holds it for writing whenever the
 	// projections hold a decided event that is not committed yet: from the
@@ -121,10 +136,11 @@ type Engine struct {
 	head          ledger.Head // after the newest decided event
 	pendingManual *int64      // the test clock's newest decided, uncommitted value
 	pendingJob    *job        // the batch that decided pendingManual
+	gen           uint64      // failed batches so far: a job carries the count it was handed off at
 
 	captures  chan *captureReq // CaptureDecided → sequencer
-	commits   chan *job        // sequencer → committer, one batch at a time
-	results   chan error       // committer → sequencer, the outcome of that batch
+	commits   chan *job        // sequencer → committer, in order
+	results   chan error       // committer → sequencer, the outcome of each batch, in order
 	committed chan struct{}    // closed when the committer stopped
 	sequenced atomic.Uint64
 
@@ -169,6 +185,10 @@ type Options struct {
 	Metrics  Metrics
 	Logger   zerolog.Logger
 	MaxBatch int
+	// PipelineDepth bounds the batches in flight on a PipelinedLog
+	// (default DefaultPipelineDepth; 1 turns pipelining off). Any other
+	// Log has one batch in flight.
+	PipelineDepth int
 	// Committed, when set, is called after every commit that appended
 	// events, with the new head, those events and their bodies (bodies[i]
 	// is what events.DecodeBody returns for events[i]; the hook must
@@ -196,6 +216,13 @@ func NewEngine(o Options) *Engine {
 		captures: make(chan *captureReq), fenced: make(chan struct{}), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual
+	}
+	e.depth = 1
+	if _, ok := o.Log.(PipelinedLog); ok {
+		e.depth = o.PipelineDepth
+		if e.depth <= 0 {
+			e.depth = DefaultPipelineDepth
+		}
 	}
 	e.auth.load(o.State, o.Config.OutsideAdminTokens)
 	go e.committer()

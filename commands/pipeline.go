@@ -23,6 +23,15 @@ import (
 // N+1 goes to the committer and the next command opens N+2. So at most two
 // batches are uncommitted: the one in flight and the open one.
 //
+// On a PipelinedLog (a JetStream stream) up to depth batches are in flight
+// at once: the open batch goes to the committer as soon as fewer than
+// depth are, the committer publishes it at once (its expected last
+// sequence is the one the batch before it will get) and a goroutine
+// beside it awaits the acknowledgements, in order. The rules below hold
+// for every batch in flight: each is answered only after its own commit
+// and the ones before it, and a failed batch fails every batch in flight
+// after it (whatever the log answered for them) and the open one.
+//
 //   - A command is answered only after its batch committed, and batches
 //     commit in order: an answer never depends on an uncommitted event
 //     (a decision of N+1 that saw N's events, a replay of N's record, an
@@ -55,14 +64,15 @@ type job struct {
 	poisoned error         // a decided event did not apply: the batch fails
 	batch    *ledger.Batch // what Append writes; nil when nothing
 	captures []*captureReq // taken after this batch's last decision: answered when it settles
+	gen      uint64        // Engine.gen when handed off: a failure fails every batch of its gen
 }
 
 // pipe is the sequencer's view of the pipeline. open != nil implies
-// inflight != nil: a batch decided while nothing is in flight is handed to
-// the committer at once.
+// inflight is not empty: a batch decided while nothing is in flight is
+// handed to the committer at once.
 type pipe struct {
-	inflight *job // with the committer
-	open     *job // being decided, waits for inflight to commit
+	inflight []*job // with the committer, oldest first (at most depth)
+	open     *job   // being decided, waits until fewer than depth are in flight
 }
 
 func (e *Engine) run() {
@@ -70,7 +80,7 @@ func (e *Engine) run() {
 	var p pipe
 	locked := false
 	for {
-		if p.inflight == nil {
+		if len(p.inflight) == 0 {
 			// Nothing uncommitted: readers may look.
 			if locked {
 				e.mu.Unlock()
@@ -117,10 +127,13 @@ func (e *Engine) run() {
 				p.open = &job{expected: e.head}
 			}
 			e.decideQueued(p.open, r)
+			if len(p.inflight) < e.depth { // pipelined: publish it now
+				e.handOff(&p)
+			}
 		case c := <-e.captures:
 			e.capture(&p, c)
 		case <-e.stop:
-			for p.inflight != nil { // what was decided commits (or fails) and is answered
+			for len(p.inflight) > 0 { // what was decided commits (or fails) and is answered
 				e.settle(&p, <-e.results)
 			}
 			if locked {
@@ -147,16 +160,23 @@ func (e *Engine) shutdown() {
 	}
 }
 
-// settle takes the outcome of the batch in flight. Committed: the open
-// batch goes to the committer. Failed: the open batch, decided on top of
-// it, fails too and the projections are reloaded.
+// settle takes the outcome of the oldest batch in flight. Committed: the
+// open batch goes to the committer. Failed: the batches in flight after
+// it and the open batch, decided on top of it, fail too (the committer
+// fails the ones in flight whatever the log answers; their outcomes are
+// taken here) and the projections are reloaded.
 func (e *Engine) settle(p *pipe, err error) {
-	j := p.inflight
-	p.inflight = nil
+	j := p.inflight[0]
+	p.inflight = p.inflight[1:]
 	if err != nil {
-		open := p.open
-		p.open = nil
-		e.fail(err, j, open)
+		failed := append([]*job{j}, p.inflight...)
+		for range p.inflight {
+			<-e.results
+		}
+		failed = append(failed, p.open)
+		p.inflight, p.open = nil, nil
+		e.gen++ // what is handed off from now on is decided on the reloaded state
+		e.fail(err, failed...)
 		return
 	}
 	if e.pendingJob == j { // the test clock now reads what that batch set
@@ -166,17 +186,24 @@ func (e *Engine) settle(p *pipe, err error) {
 	e.handOff(p)
 }
 
-// handOff sends the open batch to the committer (nothing is in flight).
+// handOff sends the open batch to the committer (fewer than depth are in
+// flight).
 func (e *Engine) handOff(p *pipe) {
 	j := p.open
 	if j == nil {
 		return
 	}
-	p.open = nil
 	if j.poisoned != nil {
+		if len(p.inflight) > 0 {
+			// It fails once the batches before it settled: the reload
+			// that follows must not drop their events from the projections.
+			return
+		}
+		p.open = nil
 		e.fail(j.poisoned, j)
 		return
 	}
+	p.open = nil
 	j.head = e.head // the open batch holds the newest decided events
 	if len(j.events) > 0 || len(j.soft) > 0 || j.manual != nil {
 		j.batch = &ledger.Batch{Expected: j.expected, Events: j.events, Encoded: j.encoded, Soft: j.soft, SecretCheck: j.secret}
@@ -184,8 +211,9 @@ func (e *Engine) handOff(p *pipe) {
 			j.batch.ManualClock = &ledger.ManualClock{Enabled: true, Now: *j.manual}
 		}
 	}
-	p.inflight = j
-	e.commits <- j // the committer is idle: its previous batch was settled
+	j.gen = e.gen
+	p.inflight = append(p.inflight, j)
+	e.commits <- j // the committer takes it at once: fewer than depth are in flight
 }
 
 // decideQueued decides r and then every command already queued, up to a
@@ -326,7 +354,10 @@ func (e *Engine) reload() {
 }
 
 // committer writes the batches the sequencer hands it, in order, and
-// answers the commands of each one that committed.
+// answers the commands of each one that committed. On a PipelinedLog it
+// only starts each batch's append and a goroutine beside it awaits them,
+// in order, so the next batch is published while the previous one's
+// acknowledgement is in flight.
 func (e *Engine) committer() {
 	answers := make(chan []*request, 1)
 	answered := make(chan struct{})
@@ -343,36 +374,88 @@ func (e *Engine) committer() {
 		<-answered
 		close(e.committed)
 	}()
-	for j := range e.commits {
-		var err error
-		var began time.Time
-		if e.metrics.Phases != nil {
-			began = time.Now() //tl:wallclock phase metric
-		}
-		if j.batch != nil {
+	var o outcomes
+	plog, pipelined := e.log.(PipelinedLog)
+	if !pipelined || e.depth < 2 {
+		for j := range e.commits {
+			var err error
 			start := time.Now() //tl:wallclock commit-latency metric
-			err = e.log.Append(j.batch)
-			if err == nil && e.metrics.BatchCommitted != nil {
-				e.metrics.BatchCommitted(len(j.reqs), len(j.events), time.Since(start))
+			if j.batch != nil {
+				err = e.log.Append(j.batch)
 			}
-			if err != nil && e.metrics.CommitFailed != nil {
-				e.metrics.CommitFailed(err)
-			}
+			e.settled(&o, j, err, start, answers)
 		}
+		return
+	}
+	type started struct {
+		j     *job
+		wait  func() error
+		start time.Time
+	}
+	acks := make(chan started, e.depth)
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		for s := range acks {
+			var err error
+			if s.wait != nil {
+				err = s.wait()
+			}
+			e.settled(&o, s.j, err, s.start, answers)
+		}
+	}()
+	for j := range e.commits {
+		s := started{j: j, start: time.Now()} //tl:wallclock commit-latency metric
+		if j.batch != nil {
+			s.wait = plog.Start(j.batch)
+		}
+		acks <- s
+	}
+	close(acks)
+	<-acked
+}
+
+// outcomes is what the committer remembers of the batches it settled: a
+// failed batch's gen, whose later batches fail too.
+type outcomes struct {
+	failed    bool
+	failedGen uint64
+}
+
+// errEarlierFailed fails a batch decided on top of one that failed.
+var errEarlierFailed = errors.New("commands: a batch before this one failed")
+
+// settled reports the outcome of j, the oldest batch in flight, to the
+// sequencer and, when it committed, publishes it and hands its answers on.
+// A batch handed off before the sequencer took an earlier failure (the
+// same gen) fails too, whatever the log answered.
+func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answers chan<- []*request) {
+	if err == nil && o.failed && j.gen == o.failedGen {
+		err = errEarlierFailed
+	}
+	if j.batch != nil {
+		if err == nil && e.metrics.BatchCommitted != nil {
+			e.metrics.BatchCommitted(len(j.reqs), len(j.events), time.Since(start))
+		}
+		if err != nil && !errors.Is(err, errEarlierFailed) && e.metrics.CommitFailed != nil {
+			e.metrics.CommitFailed(err)
+		}
+	}
+	if err != nil {
+		o.failed, o.failedGen = true, j.gen
+	} else {
 		var committed time.Time
-		if err == nil && !began.IsZero() {
+		if e.metrics.Phases != nil {
 			committed = time.Now() //tl:wallclock phase metric
 		}
-		if err == nil {
-			e.publish(j)
-		}
+		e.publish(j)
 		if !committed.IsZero() {
-			stamp(j.reqs, began, committed, time.Now()) //tl:wallclock phase metric
+			stamp(j.reqs, start, committed, time.Now()) //tl:wallclock phase metric
 		}
-		e.results <- err
-		if err == nil {
-			answers <- j.reqs
-		}
+	}
+	e.results <- err
+	if err == nil {
+		answers <- j.reqs
 	}
 }
 

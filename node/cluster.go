@@ -355,6 +355,37 @@ func (f *fencedLog) Append(b *ledger.Batch) error {
 	return err
 }
 
+// Start starts appending b when this node sequences, without waiting for
+// the stream's acknowledgement (commands.PipelinedLog): the engine
+// publishes the next batch while this one's acknowledgement is in flight.
+// The wait steps down as Append does. A batch of soft records only is
+// checked against the stream's head in its wait, after the batches
+// started before it (the stream's log does it), and then confirmed
+// against the lease as Append does.
+func (f *fencedLog) Start(b *ledger.Batch) func() error {
+	c := f.c
+	if !c.sequencing() {
+		return func() error { return ErrNotSequencer }
+	}
+	c.mu.Lock()
+	term := c.term
+	c.mu.Unlock()
+	wait := c.log.Start(b)
+	return func() error {
+		err := wait()
+		switch {
+		case errors.Is(err, ledger.ErrHeadMoved):
+			c.stepDown("another writer appended first")
+		case err != nil:
+			c.stepDown("an append failed")
+		}
+		if err == nil && len(b.Events) == 0 {
+			err = c.stillHolds(term)
+		}
+		return err
+	}
+}
+
 // stillHolds confirms, after a soft-only batch was written, that the lease
 // is still this node's, held since the promotion of term. A node that
 // takes the lease loads the soft records after it took it, so it knows

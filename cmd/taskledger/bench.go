@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -30,7 +31,9 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	fs := c.Flags()
 	devicesFlag := fs.String("devices", "256", "concurrent simulated devices (a comma-separated list runs each)")
 	duration := fs.Duration("duration", 10*time.Second, "length of each scenario")
-	mode := fs.String("mode", "all", "inprocess, http, raw, replay, history, or all (raw baselines + in-process, + http when --url is given; replay and history only by name)")
+	mode := fs.String("mode", "all", "inprocess, http, raw, replay, history, cluster, or all (raw baselines + in-process, + http when --url is given; replay, history and cluster only by name)")
+	natsServer := fs.String("nats-server", "nats-server", "cluster mode: the nats-server binary to start three servers of (separate processes on loopback)")
+	natsURL := fs.String("nats-url", "", "cluster mode: a running NATS cluster's URLs (comma-separated) instead of starting one")
 	url := fs.String("url", "", "http mode: base URL of a running server (without it, a server is started in this process on loopback)")
 	adminToken := envString(fs, "admin-token", "", "http mode with --url: an admin token of that server")
 	data := fs.String("data", "", "directory for the benchmark's ledgers and bbolt files (default: a temporary directory, removed afterwards)")
@@ -76,7 +79,7 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		default:
 			return fail(stderr, "--heartbeat-steps must be same, each or both")
 		}
-		runRaw, runIn, runHTTP := false, false, false
+		runRaw, runIn, runHTTP, runCluster := false, false, false, false
 		switch *mode {
 		case "replay":
 			rc, code := replayConfig(*replayEvents, *replayTasks, *replayTail, stderr)
@@ -110,8 +113,15 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 			runIn = true
 		case "http":
 			runHTTP = true
+		case "cluster":
+			runIn, runCluster = true, true
 		default:
-			return fail(stderr, "--mode must be inprocess, http, raw, replay, history or all")
+			return fail(stderr, "--mode must be inprocess, http, raw, replay, history, cluster or all")
+		}
+		if runCluster && *natsURL == "" {
+			if _, err := exec.LookPath(*natsServer); err != nil {
+				return fail(stderr, "cluster mode needs the nats-server binary (--nats-server PATH) or a running cluster (--nats-url): %v", err)
+			}
 		}
 		if *url != "" && *adminToken == "" && runHTTP {
 			return fail(stderr, "--url needs --admin-token (or TASKLEDGER_ADMIN_TOKEN)")
@@ -203,6 +213,11 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 						}
 					}
 				}
+			}
+		}
+		if runCluster {
+			if code := benchCluster(ctx, root, *natsServer, *natsURL, devices, cfg, *verify, show, stdout, stderr); code != 0 {
+				return code
 			}
 		}
 		if runHTTP {
@@ -312,6 +327,9 @@ func printRatios(w io.Writer, res map[string]*bench.Result, devices []int) {
 	for _, n := range devices {
 		ratio(fmt.Sprintf("http %d devices / in-process %d devices", n, n), fmt.Sprintf("http-%d", n), fmt.Sprintf("in-%d", n), "")
 	}
+	for _, n := range devices {
+		ratio(fmt.Sprintf("cluster R3 %d devices / in-process (bbolt) %d devices", n, n), fmt.Sprintf("cluster-%d", n), fmt.Sprintf("in-%d", n), "  (aim ≥ 0.4)")
+	}
 }
 
 func verifyDir(dir string, stdout, stderr io.Writer) int {
@@ -367,4 +385,40 @@ func startProfiles(cpu, mem, tr string) (func() error, error) {
 		closers = append(closers, func() error { trace.Stop(); return f.Close() })
 	}
 	return stop, nil
+}
+
+// benchCluster runs the in-process scenario on an R3 stream of a NATS
+// cluster of three separate nats-server processes (started from bin, or
+// the running cluster at url), after the bbolt runs of the same devices.
+func benchCluster(ctx context.Context, root, bin, url string, devices []int, cfg func(int) bench.Config, verify bool,
+	show func(string, *bench.Result), stdout, stderr io.Writer) int {
+	if url == "" {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		c, err := bench.StartNATSCluster(sctx, bin, filepath.Join(root, "nats"))
+		cancel()
+		if err != nil {
+			return fail(stderr, "cluster mode: %v", err)
+		}
+		defer func() {
+			if err := c.Close(); err != nil {
+				fmt.Fprintf(stderr, "taskledger: stopping nats-server: %v\n", err)
+			}
+		}()
+		url = c.URL
+		fmt.Fprintf(stdout, "three nats-server processes (%s) on %s\n", bin, url)
+	}
+	for _, n := range devices {
+		name := fmt.Sprintf("BENCH%d_%d", n, os.Getpid())
+		r, err := bench.ClusterScenario(ctx, filepath.Join(root, "cluster-"+strconv.Itoa(n)), url, name, cfg(n), verify)
+		if r != nil {
+			show(fmt.Sprintf("cluster-%d", n), r)
+		}
+		if err != nil {
+			return fail(stderr, "cluster, %d devices: %v", n, err)
+		}
+		if verify {
+			fmt.Fprintf(stdout, "    verify: stream %s_EVENTS ok\n", name)
+		}
+	}
+	return 0
 }

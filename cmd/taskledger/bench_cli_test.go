@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"taskledger/ledger/jetstream/jstest"
 )
 
 // TestBenchCommand runs `taskledger bench` briefly in every mode that
@@ -88,6 +90,7 @@ func TestBenchCommandFlags(t *testing.T) {
 		{[]string{"bench", "--duration", "0s"}, 1, "--duration must be positive"},
 		{[]string{"bench", "--mode", "http", "--url", "http://127.0.0.1:1"}, 1, "--admin-token"},
 		{[]string{"bench", "extra"}, 2, "usage: taskledger bench"},
+		{[]string{"bench", "--mode", "cluster", "--nats-server", "/nonexistent/nats-server"}, 1, "cluster mode needs the nats-server binary"},
 		{[]string{"bench", "--mode", "http", "--loop", "fast"}, 2, `invalid argument "fast" for "--loop" flag: --loop must be mix, release, full, all`},
 		{[]string{"bench", "--mode", "http", "--loop", "release,"}, 2, `unknown loop ""`},
 		{[]string{"bench", "--mode", "http", "--loop", "Full"}, 2, `unknown loop "Full"`},
@@ -186,6 +189,26 @@ func TestBenchReplayModeRefusesBadSizes(t *testing.T) {
 		args := append([]string{"bench", "--mode", "replay"}, tc.args...)
 		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.msg)
+		}
+	}
+}
+
+// TestBenchClusterMode runs the cluster mode against a running cluster
+// (--nats-url: three embedded servers here; without it the mode starts
+// three nats-server processes): the bbolt run, the R3 run on a verified
+// stream, and their ratio, in one run.
+func TestBenchClusterMode(t *testing.T) {
+	servers := jstest.Cluster(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "--mode", "cluster", "--devices", "2", "--duration", "200ms", "--data", t.TempDir(),
+		"--nats-url", jstest.URLs(servers), "--verify"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"in-process, 2 devices", "cluster R3 (BENCH2_", "verify: stream BENCH2_",
+		"ratio cluster R3 2 devices / in-process (bbolt) 2 devices"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -61,7 +61,7 @@ func benchHistory(cfg bench.HistoryRunConfig, dataDir string, verify bool, cpu, 
 	fmt.Fprintf(stdout, "taskledger bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), %s, history of %v finished + %d live tasks on %d devices, data in %s\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), gc, cfg.Sizes, cfg.Live, cfg.Devices, dataDir)
 	cfg.Root, cfg.Progress = dataDir, stdout
-	cfg.End = time.Now().Truncate(time.Millisecond)
+	cfg.End = time.Now().Truncate(time.Millisecond) //tl:wallclock the synthetic history ends now
 	if verify {
 		cfg.Verify = func(dir string) error {
 			if code := verifyDir(dir, stdout, stderr); code != 0 {

@@ -50,11 +50,21 @@
 // a writer whose view is stale is refused by the stream itself, and
 // Append reports ledger.ErrHeadMoved.
 //
+// Appends pipeline (Start, pipelined.go): batch N+1 is published while
+// N's acknowledgement is in flight, expecting the JetStream sequence N
+// will get and N's message id (Nats-Msg-Id: the hex of N's last event's
+// hash), so it is stored only right after N, never after another
+// writer's message stored in N's place. When N fails, every batch
+// started after it fails too (ErrPipelineBroken) and writes nothing
+// more; the waits are called in order.
+//
 // # What is atomic
 //
 // The message is the commit point: a batch's events are stored all or not
 // at all. Soft records and meta changes are written to their buckets after
-// the message is stored; they are outside the hash chain (as with bbolt),
+// the message is stored (a batch's soft records are published together and
+// their acknowledgements awaited together); they are outside the hash
+// chain (as with bbolt),
 // and an Append that fails after the message reports an error, so the
 // commands of that batch are answered 503 although their events are in
 // the log (a retry with the same idempotency key replays them).

@@ -23,13 +23,16 @@ const (
 const noResponderRetries = 20
 
 // read calls fn with the body of every message from JetStream sequence
-// from through to, in order. A read the cluster answers "no responders"
-// goes on from the first message not yet delivered, after a pause.
+// from through to, in order. A read the cluster answers "no responders",
+// or "message not found" (a direct get answered by a replica that has not
+// stored yet a message the leader has: every message up to to exists, the
+// stream denies deletes), goes on from the first message not yet
+// delivered, after a pause.
 func (l *Log) read(ctx context.Context, from, to uint64, fn func(js uint64, body []byte) error) error {
 	next := from
 	for attempt := 1; ; attempt++ {
 		err := l.readFrom(ctx, &next, to, fn)
-		if err == nil || !errors.Is(err, nats.ErrNoResponders) || attempt >= noResponderRetries {
+		if err == nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrMsgNotFound)) || attempt >= noResponderRetries {
 			return err
 		}
 		select {

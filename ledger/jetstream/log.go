@@ -3,7 +3,6 @@ package jetstream
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -82,20 +81,28 @@ func (cfg Config) connect() (*nats.Conn, bool, error) {
 // may open the same stream; the stream's expected-last-sequence check makes
 // sure that of writers appending at the same head exactly one wins.
 type Log struct {
-	cfg       Config
-	nc        *nats.Conn
-	ownConn   bool
-	js        natsjs.JetStream
-	stream    natsjs.Stream
-	soft      natsjs.KeyValue
-	meta      natsjs.KeyValue
-	subject   string
-	size      int          // servers in the cluster, as the client sees them
-	defaulted bool         // Replicas was chosen from size, not asked for
-	startBy   time.Time    // StartTimeout after Open began (zero: no retries)
-	startReq  atomic.Int64 // while a start retries: the bound of each request (ns)
+	cfg        Config
+	nc         *nats.Conn
+	ownConn    bool
+	js         natsjs.JetStream
+	stream     natsjs.Stream
+	soft       natsjs.KeyValue
+	meta       natsjs.KeyValue
+	subject    string
+	streamName string
+	size       int          // servers in the cluster, as the client sees them
+	defaulted  bool         // Replicas was chosen from size, not asked for
+	startBy    time.Time    // StartTimeout after Open began (zero: no retries)
+	startReq   atomic.Int64 // while a start retries: the bound of each request (ns)
 
 	appendMu sync.Mutex // one Append at a time in this process
+
+	pmu     sync.Mutex       // guards the appends started and not yet awaited
+	pending []*pendingAppend // started, oldest first
+	tail    ledger.Head      // after the newest pending batch of events
+	tailJS  uint64           // the JetStream sequence that batch will get
+	tailID  string           // and its Nats-Msg-Id ("" when nothing is pending)
+	broken  error            // a pending append failed: every later one fails
 
 	mu      sync.Mutex // guards what follows: the log as read so far
 	closed  bool
@@ -169,7 +176,7 @@ func (l *Log) ClusterSize() int { return l.size }
 func (l *Log) ReplicasDefaulted() bool { return l.defaulted }
 
 func (l *Log) setup() error {
-	js, err := natsjs.New(l.nc)
+	js, err := natsjs.New(l.nc, natsjs.WithPublishAsyncTimeout(l.cfg.Timeout))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -214,7 +221,7 @@ func (l *Log) setup() error {
 		return fmt.Errorf("%w: %s must deny delete and purge, keep every message and take only %s",
 			ErrStreamConfig, want.Name, l.subject)
 	}
-	l.stream = s
+	l.stream, l.streamName = s, want.Name
 	if l.soft, err = l.bucket("SOFT", 0); err != nil {
 		return err
 	}
@@ -305,86 +312,29 @@ func (l *Log) Head() (ledger.Head, error) {
 
 func sameHead(a, b ledger.Head) bool { return a.Seq == b.Seq && bytes.Equal(a.Hash, b.Hash) }
 
-// Append publishes the batch's events as one message, expecting the
-// stream's last sequence to be the message of b.Expected: a writer whose
-// head is stale is refused with ledger.ErrHeadMoved and writes nothing.
-// Soft records and meta changes are written to their buckets after the
-// message is stored (they are outside the chain; see doc.go).
+// Append publishes the batch's events as one message and waits for the
+// stream to store it, expecting the stream's last sequence to be the
+// message of b.Expected: a writer whose head is stale is refused with
+// ledger.ErrHeadMoved and writes nothing. Soft records and meta changes
+// are written to their buckets after the message is stored (they are
+// outside the chain; see doc.go). Append is Start and its wait; it must
+// not be called while an append Start began is still pending.
 func (l *Log) Append(b *ledger.Batch) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	l.mu.Lock()
-	head, lastJS, closed := l.head, l.lastJS, l.closed
-	l.mu.Unlock()
-	if closed {
-		return ledger.ErrClosed
-	}
-	if !sameHead(head, b.Expected) {
-		if err := l.sync(); err != nil {
-			return err
-		}
-		l.mu.Lock()
-		head, lastJS = l.head, l.lastJS
-		l.mu.Unlock()
-		if !sameHead(head, b.Expected) {
-			return fmt.Errorf("%w: head is %d, batch expects %d", ledger.ErrHeadMoved, head.Seq, b.Expected.Seq)
-		}
-	}
-	if len(b.Events) > 0 {
-		if err := l.publish(b, head, lastJS); err != nil {
-			return err
-		}
-	}
-	return l.writeRecords(b)
+	return l.start(b, false)()
 }
 
-func (l *Log) publish(b *ledger.Batch, head ledger.Head, lastJS uint64) error {
-	h := head
-	for _, e := range b.Events {
-		if e.Seq != h.Seq+1 || !bytes.Equal(e.PrevHash, h.Hash) {
-			return fmt.Errorf("%w: event seq %d after head %d", ledger.ErrBadBatch, e.Seq, h.Seq)
-		}
-		h = ledger.Head{Seq: e.Seq, Hash: e.Hash, At: e.At}
+// index adds the batch message this Log just published and the stream
+// stored as message js (l.mu held): its events were checked to continue
+// l.head when it was started, so nothing is decoded again.
+func (l *Log) indexOwn(js uint64, evs []*ledger.Event) {
+	for _, e := range evs {
+		l.streams[e.Stream] = append(l.streams[e.Stream], e.Seq)
 	}
-	body, err := encodeBatch(b)
-	if err != nil {
-		return err
-	}
-	if max := l.nc.MaxPayload(); int64(len(body))+1024 > max {
-		return fmt.Errorf("%w: %d events, %d bytes, max_payload %d", ErrBatchTooLarge, len(b.Events), len(body), max)
-	}
-	ctx, cancel := l.ctx()
-	defer cancel()
-	msg := &nats.Msg{Subject: l.subject, Data: body, Header: nats.Header{}}
-	msg.Header.Set("Taskledger-Seqs", fmt.Sprintf("%d-%d", head.Seq+1, h.Seq))
-	ack, err := l.js.PublishMsg(ctx, msg, natsjs.WithExpectLastSequence(lastJS), natsjs.WithExpectStream(l.stream.CachedInfo().Config.Name))
-	if err != nil {
-		// The answer may have been lost after the message was stored: if the
-		// stream now ends with this batch, it was stored once, and it is ours.
-		if serr := l.sync(); serr == nil {
-			l.mu.Lock()
-			ours := sameHead(l.head, h)
-			l.mu.Unlock()
-			if ours {
-				return nil
-			}
-		}
-		var apiErr *natsjs.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
-			return fmt.Errorf("%w: another writer appended after seq %d", ledger.ErrHeadMoved, head.Seq)
-		}
-		return fmt.Errorf("jetstream: publish batch %d-%d: %w", head.Seq+1, h.Seq, err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ack.Sequence != lastJS+1 {
-		return fmt.Errorf("%w: stored as message %d, expected %d", ErrMessage, ack.Sequence, lastJS+1)
-	}
-	if l.lastJS >= ack.Sequence { // a concurrent read already indexed it
-		return nil
-	}
-	return l.index(ack.Sequence, body)
+	last := evs[len(evs)-1]
+	l.batches = append(l.batches, batchRef{js: js, first: evs[0].Seq, last: last.Seq})
+	l.head, l.lastJS = ledger.Head{Seq: last.Seq, Hash: last.Hash, At: last.At}, js
 }
 
 // locate returns the index in batches of the batch holding seq (len when

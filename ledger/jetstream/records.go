@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"taskledger/ledger"
@@ -63,20 +65,15 @@ func unKVKey(k string) (string, error) {
 }
 
 // writeRecords writes a batch's soft records and meta changes (after its
-// events, if any, are stored).
+// events, if any, are stored). The soft records are published all at once
+// (the puts and deletes of the key-value bucket, as messages on its
+// stream's subjects) and their acknowledgements awaited together: one
+// round trip for the batch, not one per record.
 func (l *Log) writeRecords(b *ledger.Batch) error {
 	ctx, cancel := l.ctx()
 	defer cancel()
-	for _, r := range b.Soft {
-		var err error
-		if r.Value == nil {
-			err = l.soft.Delete(ctx, kvKey(r.Key))
-		} else {
-			_, err = l.soft.Put(ctx, kvKey(r.Key), r.Value)
-		}
-		if err != nil {
-			return fmt.Errorf("jetstream: soft record %q: %w", r.Key, err)
-		}
+	if err := l.writeSoft(b.Soft); err != nil {
+		return err
 	}
 	if b.ManualClock != nil {
 		v, err := ledger.Marshal(b.ManualClock)
@@ -228,4 +225,41 @@ func (l *Log) AdminTokens() (map[string][]byte, error) {
 		out[n] = append([]byte(nil), e.Value()...)
 	}
 	return out, nil
+}
+
+// writeSoft publishes every soft record without waiting, then waits for
+// every acknowledgement (at most the Timeout). A record of a key written
+// twice in the batch is stored in the batch's order: the stream stores
+// the messages of one publisher in the order they were sent.
+func (l *Log) writeSoft(recs []ledger.SoftRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	prefix := "$KV." + l.soft.Bucket() + "."
+	futs := make([]natsjs.PubAckFuture, len(recs))
+	for i, r := range recs {
+		m := nats.NewMsg(prefix + kvKey(r.Key))
+		if r.Value == nil {
+			m.Header.Set("KV-Operation", "DEL")
+		} else {
+			m.Data = r.Value
+		}
+		f, err := l.js.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("jetstream: soft record %q: %w", r.Key, err)
+		}
+		futs[i] = f
+	}
+	t := time.NewTimer(l.cfg.Timeout)
+	defer t.Stop()
+	for i, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("jetstream: soft record %q: %w", recs[i].Key, err)
+		case <-t.C:
+			return fmt.Errorf("jetstream: soft record %q: %w", recs[i].Key, natsjs.ErrAsyncPublishTimeout)
+		}
+	}
+	return nil
 }
