@@ -250,12 +250,17 @@ func (l *Log) sync() error {
 	if l.closed {
 		return ledger.ErrClosed
 	}
-	ctx, cancel := l.ctx()
-	defer cancel()
-	info, err := l.stream.Info(ctx)
+	var info *natsjs.StreamInfo
+	err := l.again(func(ctx context.Context) error {
+		var err error
+		info, err = l.stream.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("jetstream: stream info: %w", err)
 	}
+	ctx, cancel := l.ctx()
+	defer cancel()
 	return l.read(ctx, l.lastJS+1, info.State.LastSeq, l.index)
 }
 
@@ -353,11 +358,14 @@ func (l *Log) publish(b *ledger.Batch, head ledger.Head, lastJS uint64) error {
 	if max := l.nc.MaxPayload(); int64(len(body))+1024 > max {
 		return fmt.Errorf("%w: %d events, %d bytes, max_payload %d", ErrBatchTooLarge, len(b.Events), len(body), max)
 	}
-	ctx, cancel := l.ctx()
-	defer cancel()
 	msg := &nats.Msg{Subject: l.subject, Data: body, Header: nats.Header{}}
 	msg.Header.Set("Taskledger-Seqs", fmt.Sprintf("%d-%d", head.Seq+1, h.Seq))
-	ack, err := l.js.PublishMsg(ctx, msg, natsjs.WithExpectLastSequence(lastJS), natsjs.WithExpectStream(l.stream.CachedInfo().Config.Name))
+	var ack *natsjs.PubAck
+	err = l.again(func(ctx context.Context) error { // a repeat is refused by the expected last sequence
+		var err error
+		ack, err = l.js.PublishMsg(ctx, msg, natsjs.WithExpectLastSequence(lastJS), natsjs.WithExpectStream(l.stream.CachedInfo().Config.Name))
+		return err
+	})
 	if err != nil {
 		// The answer may have been lost after the message was stored: if the
 		// stream now ends with this batch, it was stored once, and it is ours.

@@ -65,15 +65,14 @@ func unKVKey(k string) (string, error) {
 // writeRecords writes a batch's soft records and meta changes (after its
 // events, if any, are stored).
 func (l *Log) writeRecords(b *ledger.Batch) error {
-	ctx, cancel := l.ctx()
-	defer cancel()
-	for _, r := range b.Soft {
-		var err error
-		if r.Value == nil {
-			err = l.soft.Delete(ctx, kvKey(r.Key))
-		} else {
-			_, err = l.soft.Put(ctx, kvKey(r.Key), r.Value)
-		}
+	for _, r := range b.Soft { // a put or delete of the same record repeats safely
+		err := l.again(func(ctx context.Context) error {
+			if r.Value == nil {
+				return l.soft.Delete(ctx, kvKey(r.Key))
+			}
+			_, err := l.soft.Put(ctx, kvKey(r.Key), r.Value)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("jetstream: soft record %q: %w", r.Key, err)
 		}
@@ -83,12 +82,12 @@ func (l *Log) writeRecords(b *ledger.Batch) error {
 		if err != nil {
 			return err
 		}
-		if _, err := l.meta.Put(ctx, keyManualClock, v); err != nil {
+		if err := l.again(func(ctx context.Context) error { _, err := l.meta.Put(ctx, keyManualClock, v); return err }); err != nil {
 			return fmt.Errorf("jetstream: manual clock: %w", err)
 		}
 	}
 	if b.SecretCheck != nil {
-		if _, err := l.meta.Put(ctx, keySecretCheck, b.SecretCheck); err != nil {
+		if err := l.again(func(ctx context.Context) error { _, err := l.meta.Put(ctx, keySecretCheck, b.SecretCheck); return err }); err != nil {
 			return fmt.Errorf("jetstream: secret check: %w", err)
 		}
 	}
@@ -142,9 +141,12 @@ func (l *Log) SoftRecords(prefix string, fn func(key string, value []byte) error
 }
 
 func (l *Log) metaValue(key string) ([]byte, error) {
-	ctx, cancel := l.ctx()
-	defer cancel()
-	e, err := l.meta.Get(ctx, key)
+	var e natsjs.KeyValueEntry
+	err := l.again(func(ctx context.Context) error {
+		var err error
+		e, err = l.meta.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		return nil, nil
 	}
