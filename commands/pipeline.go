@@ -273,8 +273,11 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 		e.fence(cause)
 	} else {
 		e.logger.Error().Err(cause).Int("commands", n).Msg("batch failed; reloading projections from the log")
-		e.reload()
 	}
+	// The failed commands are answered before the reload: a cluster node's
+	// reload waits out an outage of NATS (node.retrying), and their clients
+	// must get their 503 now, not when a quorum is back (D391). Nothing is
+	// decided before the reload ends: this goroutine decides.
 	for _, j := range jobs {
 		if j == nil {
 			continue
@@ -284,6 +287,9 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 			r.err, r.res = ErrUnavailable, Result{}
 			e.answer(r)
 		}
+	}
+	if !errors.Is(cause, ledger.ErrCommitIO) {
+		e.reload()
 	}
 }
 
