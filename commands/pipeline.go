@@ -288,9 +288,23 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 			e.answer(r)
 		}
 	}
-	if !errors.Is(cause, ledger.ErrCommitIO) {
-		e.reload()
+	if errors.Is(cause, ledger.ErrCommitIO) {
+		return
 	}
+	// So are the commands queued behind them, not decided yet: they were
+	// to be decided on the projections being replaced, and a cluster node
+	// that failed a batch no longer sequences (its fence would refuse them
+	// after the reload).
+	for queued := true; queued; {
+		select {
+		case r := <-e.in:
+			r.err, r.res = ErrUnavailable, Result{}
+			e.answer(r)
+		default:
+			queued = false
+		}
+	}
+	e.reload()
 }
 
 // fence stops the engine from acknowledging anything after a failed write
