@@ -3,7 +3,6 @@ package jetstream
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,5 +59,5 @@ func unanswered(err error) bool {
 	var apiErr *natsjs.APIError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse) ||
-		(errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable)
+		(errors.As(err, &apiErr) && apiErr.Code == 503) // the JetStream API's "temporarily unavailable"
 }
