@@ -305,8 +305,11 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 		e.fence(cause)
 	} else {
 		e.logger.Error().Err(cause).Int("commands", n).Msg("batch failed; reloading projections from the log")
-		e.reload()
 	}
+	// The failed commands are answered before the reload: a cluster node's
+	// reload waits out an outage of NATS (node.retrying), and their clients
+	// must get their 503 now, not when a quorum is back (D391). Nothing is
+	// decided before the reload ends: this goroutine decides.
 	for _, j := range jobs {
 		if j == nil {
 			continue
@@ -317,6 +320,23 @@ func (e *Engine) fail(cause error, jobs ...*job) {
 			e.answer(r)
 		}
 	}
+	if errors.Is(cause, ledger.ErrCommitIO) {
+		return
+	}
+	// So are the commands queued behind them, not decided yet: they were
+	// to be decided on the projections being replaced, and a cluster node
+	// that failed a batch no longer sequences (its fence would refuse them
+	// after the reload).
+	for queued := true; queued; {
+		select {
+		case r := <-e.in:
+			r.err, r.res = ErrUnavailable, Result{}
+			e.answer(r)
+		default:
+			queued = false
+		}
+	}
+	e.reload()
 }
 
 // fence stops the engine from acknowledging anything after a failed write

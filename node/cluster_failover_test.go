@@ -305,9 +305,9 @@ func TestFailoverUnderLoadLosesNothing(t *testing.T) {
 	}
 	lost := time.Now() //tl:wallclock pause figure
 	servers[leader].Shutdown()
-	// Wait for service to resume (a new stream leader, the sequencer's
-	// step-down and retake) rather than for a fixed 3 s, which a slow
-	// election sometimes outlasted; then measure the gap over that time.
+	// Wait for service to resume (the stream's new leader answers the
+	// requests asked again; docs/decisions.md D390), then measure the gap
+	// over that time and one second more. Not asserted: reported.
 	jstest.Eventually(t, 20*time.Second, "an acknowledgement after the NATS server was lost", func() error {
 		if _, _, n := l.gapAround(lost, 0); n == 0 {
 			return fmt.Errorf("none yet")
@@ -316,14 +316,14 @@ func TestFailoverUnderLoadLosesNothing(t *testing.T) {
 	})
 	time.Sleep(time.Second)
 	window := time.Since(lost)
-	_, pause, afterNATS := l.gapAround(lost, window)
+	resumed, pause, afterNATS := l.gapAround(lost, window)
 	close(l.stop)
 	wg.Wait()
 
 	t.Logf("sequencer crash: a standby sequenced after %v; the longest time without an acknowledgement after the crash was %v (%d after it)",
 		elected.Round(time.Millisecond), takeover.Round(time.Millisecond), after)
-	t.Logf("NATS stream leader lost: the longest time without an acknowledgement in the %v after it was %v (%d after it); %d acknowledged in all, %d answers retried (503 or no answer)",
-		window.Round(time.Millisecond), pause.Round(time.Millisecond), afterNATS, len(l.acks), l.fails.Load())
+	t.Logf("NATS stream leader lost: the first acknowledgement came %v after it, the longest time without one in the %v after it was %v (%d after it); %d acknowledged in all, %d answers retried (503 or no answer)",
+		resumed.Round(time.Millisecond), window.Round(time.Millisecond), pause.Round(time.Millisecond), afterNATS, len(l.acks), l.fails.Load())
 	if after == 0 {
 		t.Fatal("nothing was acknowledged after the sequencer crashed")
 	}

@@ -536,12 +536,20 @@ func claimsVerifiedThrough(l *Loaded, kcv []byte) uint64 {
 	return 0
 }
 
-// Close stops the sequencer (finishing its batch) and closes the ledger.
-func (n *Node) Close() error {
+// Stopping begins a graceful stop before the engine closes: new API
+// requests answer 503 and, on a cluster, the lease loop and the tail stop,
+// so that an engine reload waiting out an outage of NATS gives up and the
+// engine can close (D392). Close does the rest.
+func (n *Node) Stopping() {
 	n.API.Stopping()
 	if n.cluster != nil {
 		n.cluster.stopLoops()
 	}
+}
+
+// Close stops the sequencer (finishing its batch) and closes the ledger.
+func (n *Node) Close() error {
+	n.Stopping()
 	n.soft.close()
 	n.backups.close() // a backup in progress ends before the log closes
 	n.Engine.Close()

@@ -16,15 +16,14 @@ import (
 	"taskledger/node/nodetest/proc"
 )
 
-// TestGracefulHandoverOfTheSequencer: two `serve --ledger` processes; four
-// clients create tasks through the follower (each command forwarded to the
-// sequencer, retried with its idempotency key on 503) while the sequencer
-// gets SIGTERM. The follower takes the lease and sequences; every
+// TestGracefulHandoverOfTheSequencer: two `serve --ledger` processes on
+// three nats-server processes; four clients create tasks through the
+// follower (each command forwarded to the sequencer, retried with its
+// idempotency key on 503) while the sequencer gets SIGTERM. The follower takes the lease and sequences; every
 // acknowledged command is in the stream; the longest time without an
 // acknowledgement around the handover is reported (docs/operations.md).
 func TestGracefulHandoverOfTheSequencer(t *testing.T) {
-	servers := jstest.Cluster(t)
-	url := jstest.URLs(servers)
+	url := proc.NATSURLs(proc.NATSCluster(t, 3))
 	bin := proc.Taskledger(t)
 	a := startClusterNode(t, bin, url)
 	a.waitReady(t, 30*time.Second)

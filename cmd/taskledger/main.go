@@ -153,7 +153,7 @@ func newServeCmd(stderr io.Writer) *cobra.Command {
 				break wait
 			}
 		}
-		nd.API.Stopping() // new API requests answer 503
+		nd.Stopping()     // new API requests answer 503; a cluster node's loops stop
 		nd.Engine.Close() // the batch in flight commits and is answered
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

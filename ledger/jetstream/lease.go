@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -61,10 +63,18 @@ func (le *Lease) TTL() time.Duration { return le.ttl }
 // Acquire writes value as the lease when nobody holds it and returns the
 // revision now held; ErrLeaseHeld when the key lives.
 func (le *Lease) Acquire(value []byte) (uint64, error) {
-	ctx, cancel := le.l.ctx()
-	defer cancel()
-	rev, err := le.kv.Create(ctx, leaseKey, value)
+	var rev uint64
+	err := le.l.again(func(ctx context.Context) error {
+		var err error
+		rev, err = le.kv.Create(ctx, leaseKey, value)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrKeyExists) {
+		// Held, unless an earlier attempt of ours created it and its answer
+		// was lost.
+		if raw, cur, cerr := le.Current(); cerr == nil && bytes.Equal(raw, value) {
+			return cur, nil
+		}
 		return 0, ErrLeaseHeld
 	}
 	if err != nil {
@@ -76,10 +86,22 @@ func (le *Lease) Acquire(value []byte) (uint64, error) {
 // Renew rewrites the lease held at rev (its life starts again) and returns
 // the new revision; ErrLeaseLost when the key is not at rev any more.
 func (le *Lease) Renew(value []byte, rev uint64) (uint64, error) {
-	ctx, cancel := le.l.ctx()
-	defer cancel()
-	next, err := le.kv.Update(ctx, leaseKey, value, rev)
+	var next uint64
+	tries := 0
+	err := le.l.again(func(ctx context.Context) error {
+		tries++
+		var err error
+		next, err = le.kv.Update(ctx, leaseKey, value, rev)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrKeyRevisionMismatch) || errors.Is(err, natsjs.ErrKeyNotFound) {
+		// Lost, unless an earlier attempt of ours renewed it and its answer
+		// was lost: then the key holds our value at the next revisions.
+		if tries > 1 {
+			if raw, cur, cerr := le.Current(); cerr == nil && cur > rev && bytes.Equal(raw, value) {
+				return cur, nil
+			}
+		}
 		return 0, ErrLeaseLost
 	}
 	if err != nil {
@@ -91,9 +113,9 @@ func (le *Lease) Renew(value []byte, rev uint64) (uint64, error) {
 // Release deletes the lease held at rev (a node stepping down on purpose),
 // so another can take it at once; ErrLeaseLost when it is not at rev.
 func (le *Lease) Release(rev uint64) error {
-	ctx, cancel := le.l.ctx()
-	defer cancel()
-	err := le.kv.Delete(ctx, leaseKey, natsjs.LastRevision(rev))
+	err := le.l.again(func(ctx context.Context) error {
+		return le.kv.Delete(ctx, leaseKey, natsjs.LastRevision(rev))
+	})
 	var apiErr *natsjs.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
@@ -108,9 +130,12 @@ func (le *Lease) Release(rev uint64) error {
 // Current returns the living lease's value and revision; ErrNoLease when
 // nobody holds it.
 func (le *Lease) Current() ([]byte, uint64, error) {
-	ctx, cancel := le.l.ctx()
-	defer cancel()
-	e, err := le.kv.Get(ctx, leaseKey)
+	var e natsjs.KeyValueEntry
+	err := le.l.again(func(ctx context.Context) error {
+		var err error
+		e, err = le.kv.Get(ctx, leaseKey)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrKeyNotFound) || errors.Is(err, natsjs.ErrKeyDeleted) {
 		return nil, 0, ErrNoLease
 	}

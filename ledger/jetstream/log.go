@@ -257,12 +257,17 @@ func (l *Log) sync() error {
 	if l.closed {
 		return ledger.ErrClosed
 	}
-	ctx, cancel := l.ctx()
-	defer cancel()
-	info, err := l.stream.Info(ctx)
+	var info *natsjs.StreamInfo
+	err := l.again(func(ctx context.Context) error {
+		var err error
+		info, err = l.stream.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("jetstream: stream info: %w", err)
 	}
+	ctx, cancel := l.ctx()
+	defer cancel()
 	return l.read(ctx, l.lastJS+1, info.State.LastSeq, l.index)
 }
 

@@ -70,8 +70,6 @@ func unKVKey(k string) (string, error) {
 // stream's subjects) and their acknowledgements awaited together: one
 // round trip for the batch, not one per record.
 func (l *Log) writeRecords(b *ledger.Batch) error {
-	ctx, cancel := l.ctx()
-	defer cancel()
 	if err := l.writeSoft(b.Soft); err != nil {
 		return err
 	}
@@ -80,12 +78,12 @@ func (l *Log) writeRecords(b *ledger.Batch) error {
 		if err != nil {
 			return err
 		}
-		if _, err := l.meta.Put(ctx, keyManualClock, v); err != nil {
+		if err := l.again(func(ctx context.Context) error { _, err := l.meta.Put(ctx, keyManualClock, v); return err }); err != nil {
 			return fmt.Errorf("jetstream: manual clock: %w", err)
 		}
 	}
 	if b.SecretCheck != nil {
-		if _, err := l.meta.Put(ctx, keySecretCheck, b.SecretCheck); err != nil {
+		if err := l.again(func(ctx context.Context) error { _, err := l.meta.Put(ctx, keySecretCheck, b.SecretCheck); return err }); err != nil {
 			return fmt.Errorf("jetstream: secret check: %w", err)
 		}
 	}
@@ -139,9 +137,12 @@ func (l *Log) SoftRecords(prefix string, fn func(key string, value []byte) error
 }
 
 func (l *Log) metaValue(key string) ([]byte, error) {
-	ctx, cancel := l.ctx()
-	defer cancel()
-	e, err := l.meta.Get(ctx, key)
+	var e natsjs.KeyValueEntry
+	err := l.again(func(ctx context.Context) error {
+		var err error
+		e, err = l.meta.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		return nil, nil
 	}
