@@ -8,6 +8,7 @@ import (
 	"taskledger/commands"
 	"taskledger/events"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // checkDeviceID answers device_mismatch for a body naming another device.
@@ -187,9 +188,9 @@ func writeEvidence(w *jsonw, e projections.Evidence) *jsonw {
 		key("sha256").str(e.SHA256).key("size").int(e.Size).close()
 }
 
-func evidenceDoc(e projections.Evidence) map[string]any {
-	return map[string]any{"evidence_id": e.ID, "sha256": e.SHA256, "size": e.Size, "kind": e.Kind,
-		"captured_at": formatTime(e.CapturedAt)}
+func evidenceDoc(e projections.Evidence) wire.Evidence {
+	return wire.Evidence{EvidenceID: e.ID, SHA256: e.SHA256, Size: e.Size, Kind: e.Kind,
+		CapturedAt: formatTime(e.CapturedAt)}
 }
 
 // taskCall: POST /device/tasks/{id}/… for every task-scoped operation.
