@@ -373,3 +373,33 @@ func errorCodes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestWireFieldsAreInNameOrder: every body type declares its fields in the
+// order of their JSON names, so encoding/json writes the keys sorted, as
+// the hand writers and the earlier map answers do, and request bodies are
+// deterministic bytes.
+func TestWireFieldsAreInNameOrder(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		prev := ""
+		for i := 0; i < typ.NumField(); i++ {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if name < prev {
+				t.Errorf("%s: field %s comes after %s", typ, name, prev)
+			}
+			prev = name
+			walk(typ.Field(i).Type)
+		}
+	}
+	for _, b := range wireBodies {
+		walk(reflect.TypeOf(b.typ))
+	}
+}

@@ -28,18 +28,17 @@ func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, err
 			return PresenceResult{}, fmt.Errorf("%w: versions must be 1-64 printable ASCII", ErrInvalidCall)
 		}
 	}
-	body := map[string]any{
-		"device_id": c.deviceID, "app_version": p.AppVersion, "os_version": p.OSVersion,
-		"target_app_version": p.TargetAppVersion, "checks": p.Checks, "active_task_id": nil,
-	}
+	body := wire.PresenceRequest{DeviceID: c.deviceID, AppVersion: p.AppVersion, OSVersion: p.OSVersion,
+		TargetAppVersion: p.TargetAppVersion, Checks: p.Checks}
 	if p.ActiveTaskID != "" {
 		if !IsUUID(p.ActiveTaskID) {
 			return PresenceResult{}, fmt.Errorf("%w: active task id", ErrInvalidCall)
 		}
-		body["active_task_id"] = p.ActiveTaskID
+		body.ActiveTaskID = &p.ActiveTaskID
 	}
 	if !p.ClientTime.IsZero() {
-		body["client_time"] = FormatTime(p.ClientTime)
+		t := FormatTime(p.ClientTime)
+		body.ClientTime = &t
 	}
 	data, _ := json.Marshal(body)
 	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/heartbeat", body: data}, MaxJSONResponse)
@@ -72,10 +71,7 @@ func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, err
 
 // ClaimBody is the exact claim-next body.
 func (c *Client) ClaimBody(sessionID string) []byte {
-	data, _ := json.Marshal(struct {
-		DeviceID  string `json:"device_id"`
-		SessionID string `json:"session_id"`
-	}{c.deviceID, sessionID})
+	data, _ := json.Marshal(wire.ClaimRequest{DeviceID: c.deviceID, SessionID: sessionID})
 	return data
 }
 
@@ -175,59 +171,70 @@ func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error)
 
 // RenewBody builds the lease/renew body.
 func (c *Client) RenewBody(gen int64, sessionID string, expectedLease time.Time) []byte {
-	return c.body(gen, map[string]any{"session_id": sessionID, "expected_lease_expires_at": FormatTime(expectedLease)})
+	return marshal(wire.RenewRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), SessionID: sessionID,
+		ExpectedLeaseExpiresAt: FormatTime(expectedLease)})
 }
 
 // ReleaseBody builds the release body.
 func (c *Client) ReleaseBody(gen, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"expected_version": expectedVersion})
+	return marshal(wire.ClaimVersionRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExpectedVersion: uint64(expectedVersion)})
 }
 
 // StartBody builds the start body.
 func (c *Client) StartBody(gen, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"expected_version": expectedVersion})
+	return marshal(wire.ClaimVersionRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExpectedVersion: uint64(expectedVersion)})
 }
 
 // HeartbeatBody builds the running heartbeat body; clientTime is omitted
 // when zero.
 func (c *Client) HeartbeatBody(gen int64, executionID, step string, clientTime time.Time) []byte {
-	m := map[string]any{"execution_id": executionID, "step": step}
+	b := wire.HeartbeatRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID, Step: step}
 	if !clientTime.IsZero() {
-		m["client_time"] = FormatTime(clientTime)
+		t := FormatTime(clientTime)
+		b.ClientTime = &t
 	}
-	return c.body(gen, m)
+	return marshal(b)
 }
 
 // AwaitConfirmationBody builds the await-confirmation body.
 func (c *Client) AwaitConfirmationBody(gen int64, executionID string, expectedVersion int64, reason string) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion, "reason": reason})
+	return marshal(wire.AwaitConfirmationRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion), Reason: reason})
 }
 
 // ResumeBody builds the resume body.
 func (c *Client) ResumeBody(gen int64, executionID string, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion})
+	return c.execution(gen, executionID, expectedVersion)
 }
 
 // CompleteBody builds the complete body; result must be a JSON object.
 func (c *Client) CompleteBody(gen int64, executionID string, expectedVersion int64, result json.RawMessage) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion, "result": result})
+	return marshal(wire.CompleteRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion), Result: result})
 }
 
 // FailBody builds the fail body.
 func (c *Client) FailBody(gen int64, executionID string, expectedVersion int64, reasonCode, detail string) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion,
-		"reason_code": reasonCode, "detail": detail})
+	return marshal(wire.FailRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion), ReasonCode: reasonCode, Detail: detail})
 }
 
 // CancelAckBody builds the cancel-ack body.
 func (c *Client) CancelAckBody(gen int64, executionID string, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion})
+	return c.execution(gen, executionID, expectedVersion)
 }
 
-func (c *Client) body(gen int64, m map[string]any) []byte {
-	m["device_id"] = c.deviceID
-	m["claim_generation"] = gen
-	data, _ := json.Marshal(m) // map keys are sorted: deterministic bytes
+func (c *Client) execution(gen int64, executionID string, expectedVersion int64) []byte {
+	return marshal(wire.ExecutionRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion)})
+}
+
+// marshal writes a request body: the wire types declare their fields in
+// name order, so the bytes are deterministic (keys sorted, as the maps
+// wrote them before); nil when a raw result is not JSON (the call refuses
+// an empty body).
+func marshal(body any) []byte {
+	data, _ := json.Marshal(body)
 	return data
 }
 

@@ -2,8 +2,8 @@ package wire
 
 import "encoding/json"
 
-// The admin API's bodies. Answer fields are declared in the order of their
-// names.
+// The admin API's bodies. Fields are declared in the order of their names
+// (encoding/json then writes the keys sorted; TestWireFieldsAreInNameOrder).
 
 // Device is the device document (GET /admin/devices/{id}, the answer of
 // register and revoke, each item of GET /admin/devices): never the
@@ -43,8 +43,8 @@ type DevicePage struct {
 // RegisterDeviceRequest is POST /admin/devices; required_checks absent
 // means the server's default checks.
 type RegisterDeviceRequest struct {
-	OwnerID        string   `json:"owner_id" wire:"uuid"`
 	Name           string   `json:"name" wire:"len=1..128;ascii"`
+	OwnerID        string   `json:"owner_id" wire:"uuid"`
 	RequiredChecks []string `json:"required_checks,omitempty" wire:"items=0..16;pattern=^[a-z0-9_]{1,32}$"`
 }
 
@@ -58,8 +58,8 @@ type ReasonRequest struct {
 // CreateTaskRequest is POST /admin/tasks; payload is at most 16 KiB in
 // canonical form.
 type CreateTaskRequest struct {
-	Payload   json.RawMessage   `json:"payload" wire:"object"`
 	Authorize *AuthorizeOptions `json:"authorize,omitempty"`
+	Payload   json.RawMessage   `json:"payload" wire:"object"`
 }
 
 // AuthorizeOptions authorizes a task as it is created; ttl_seconds beyond
@@ -67,8 +67,8 @@ type CreateTaskRequest struct {
 // takeover as absent (the server's default); the document names only the
 // two policies.
 type AuthorizeOptions struct {
-	TTLSeconds int64     `json:"ttl_seconds" wire:"min=1"`
 	Takeover   *Takeover `json:"takeover,omitempty"`
+	TTLSeconds int64     `json:"ttl_seconds" wire:"min=1"`
 }
 
 // AmendRequest is POST /admin/tasks/{id}/amend.
@@ -80,21 +80,21 @@ type AmendRequest struct {
 // AuthorizeRequest is POST /admin/tasks/{id}/authorize.
 type AuthorizeRequest struct {
 	ExpectedRevision uint64    `json:"expected_revision" wire:"range=1..9007199254740991"`
-	TTLSeconds       int64     `json:"ttl_seconds" wire:"min=1"`
 	Takeover         *Takeover `json:"takeover,omitempty"`
+	TTLSeconds       int64     `json:"ttl_seconds" wire:"min=1"`
 }
 
 // CancelRequest is POST /admin/tasks/{id}/cancel.
 type CancelRequest struct {
-	Reason          string  `json:"reason" wire:"len=0..256"`
 	ExpectedVersion *uint64 `json:"expected_version,omitempty" wire:"range=1..9007199254740991"`
+	Reason          string  `json:"reason" wire:"len=0..256"`
 }
 
 // RecoverRequest is POST /admin/tasks/{id}/recover.
 type RecoverRequest struct {
 	Decision        RecoveryDecision `json:"decision"`
-	Reason          string           `json:"reason" wire:"len=0..256"`
 	ExpectedVersion uint64           `json:"expected_version" wire:"range=1..9007199254740991"`
+	Reason          string           `json:"reason" wire:"len=0..256"`
 }
 
 // AdvanceClockRequest is POST /admin/test-clock/advance (test clock only).

@@ -3,17 +3,18 @@ package wire
 import "encoding/json"
 
 // The device API's bodies: what a device sends (…Request) and what it is
-// answered. Answer fields are declared in the order of their names.
+// answered. Fields are declared in the order of their names (encoding/json
+// then writes the keys sorted; TestWireFieldsAreInNameOrder).
 
 // PresenceRequest is POST /device/heartbeat.
 type PresenceRequest struct {
-	DeviceID         string          `json:"device_id" wire:"uuid"`
+	ActiveTaskID     *string         `json:"active_task_id,omitempty" wire:"uuid;null"`
 	AppVersion       string          `json:"app_version" wire:"len=1..64;ascii"`
+	Checks           map[string]bool `json:"checks" wire:"keys=1..16;pattern=^[a-z0-9_]{1,32}$"`
+	ClientTime       *string         `json:"client_time,omitempty" wire:"time;null"`
+	DeviceID         string          `json:"device_id" wire:"uuid"`
 	OSVersion        string          `json:"os_version" wire:"len=1..64;ascii"`
 	TargetAppVersion string          `json:"target_app_version" wire:"len=1..64;ascii"`
-	Checks           map[string]bool `json:"checks" wire:"keys=1..16;pattern=^[a-z0-9_]{1,32}$"`
-	ActiveTaskID     *string         `json:"active_task_id,omitempty" wire:"uuid;null"`
-	ClientTime       *string         `json:"client_time,omitempty" wire:"time;null"`
 }
 
 // PresenceAnswer answers a presence report.
@@ -65,40 +66,40 @@ type ClaimedTask struct {
 
 // RenewRequest is POST /device/tasks/{id}/lease/renew.
 type RenewRequest struct {
-	DeviceID               string `json:"device_id" wire:"uuid"`
 	ClaimGeneration        uint64 `json:"claim_generation" wire:"range=1..9007199254740991"`
-	SessionID              string `json:"session_id" wire:"uuid"`
+	DeviceID               string `json:"device_id" wire:"uuid"`
 	ExpectedLeaseExpiresAt string `json:"expected_lease_expires_at" wire:"time"`
+	SessionID              string `json:"session_id" wire:"uuid"`
 }
 
 // ClaimVersionRequest is POST /device/tasks/{id}/release and …/start.
 type ClaimVersionRequest struct {
-	DeviceID        string `json:"device_id" wire:"uuid"`
 	ClaimGeneration uint64 `json:"claim_generation" wire:"range=1..9007199254740991"`
+	DeviceID        string `json:"device_id" wire:"uuid"`
 	ExpectedVersion uint64 `json:"expected_version" wire:"range=1..9007199254740991"`
 }
 
 // HeartbeatRequest is POST /device/tasks/{id}/heartbeat.
 type HeartbeatRequest struct {
-	DeviceID        string  `json:"device_id" wire:"uuid"`
 	ClaimGeneration uint64  `json:"claim_generation" wire:"range=1..9007199254740991"`
+	ClientTime      *string `json:"client_time,omitempty" wire:"time;null"`
+	DeviceID        string  `json:"device_id" wire:"uuid"`
 	ExecutionID     string  `json:"execution_id" wire:"uuid"`
 	Step            string  `json:"step" wire:"len=1..64;ascii"`
-	ClientTime      *string `json:"client_time,omitempty" wire:"time;null"`
 }
 
 // ExecutionRequest is POST /device/tasks/{id}/resume and …/cancel-ack.
 type ExecutionRequest struct {
-	DeviceID        string `json:"device_id" wire:"uuid"`
 	ClaimGeneration uint64 `json:"claim_generation" wire:"range=1..9007199254740991"`
+	DeviceID        string `json:"device_id" wire:"uuid"`
 	ExecutionID     string `json:"execution_id" wire:"uuid"`
 	ExpectedVersion uint64 `json:"expected_version" wire:"range=1..9007199254740991"`
 }
 
 // AwaitConfirmationRequest is POST /device/tasks/{id}/await-confirmation.
 type AwaitConfirmationRequest struct {
-	DeviceID        string `json:"device_id" wire:"uuid"`
 	ClaimGeneration uint64 `json:"claim_generation" wire:"range=1..9007199254740991"`
+	DeviceID        string `json:"device_id" wire:"uuid"`
 	ExecutionID     string `json:"execution_id" wire:"uuid"`
 	ExpectedVersion uint64 `json:"expected_version" wire:"range=1..9007199254740991"`
 	Reason          string `json:"reason" wire:"len=0..256"`
@@ -107,8 +108,8 @@ type AwaitConfirmationRequest struct {
 // CompleteRequest is POST /device/tasks/{id}/complete; result is at most
 // 16 KiB in canonical form.
 type CompleteRequest struct {
-	DeviceID        string          `json:"device_id" wire:"uuid"`
 	ClaimGeneration uint64          `json:"claim_generation" wire:"range=1..9007199254740991"`
+	DeviceID        string          `json:"device_id" wire:"uuid"`
 	ExecutionID     string          `json:"execution_id" wire:"uuid"`
 	ExpectedVersion uint64          `json:"expected_version" wire:"range=1..9007199254740991"`
 	Result          json.RawMessage `json:"result" wire:"object"`
@@ -116,12 +117,12 @@ type CompleteRequest struct {
 
 // FailRequest is POST /device/tasks/{id}/fail.
 type FailRequest struct {
-	DeviceID        string `json:"device_id" wire:"uuid"`
 	ClaimGeneration uint64 `json:"claim_generation" wire:"range=1..9007199254740991"`
+	Detail          string `json:"detail" wire:"len=0..256"`
+	DeviceID        string `json:"device_id" wire:"uuid"`
 	ExecutionID     string `json:"execution_id" wire:"uuid"`
 	ExpectedVersion uint64 `json:"expected_version" wire:"range=1..9007199254740991"`
 	ReasonCode      string `json:"reason_code" wire:"pattern=^[a-z0-9_]{1,64}$"`
-	Detail          string `json:"detail" wire:"len=0..256"`
 }
 
 // DeviceTaskAnswer answers every task-scoped device command: execution_id
