@@ -184,7 +184,9 @@ func (f *fields) done() error {
 	return nil
 }
 
-var rfc3339UTC = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?(Z|\+00:00|-00:00)$`)
+// rfc3339UTC is the time form the server reads: wire.TimePattern, the
+// pattern every time of the OpenAPI document carries.
+var rfc3339UTC = regexp.MustCompile(wire.TimePattern)
 
 // parseTime parses an RFC 3339 UTC time with at most ms precision.
 func parseTime(s string) (int64, error) {
