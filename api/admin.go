@@ -86,25 +86,23 @@ func (s *Server) registerDevice(c echo.Context) error {
 	cmd := &commands.RegisterDevice{OwnerID: f.uuid("owner_id", true), Name: f.str("name", true)}
 	if arr, ok := f.array("required_checks", false); ok {
 		cmd.HasChecks, cmd.RequiredChecks = true, []string{}
-		if len(arr) > 16 {
-			f.fail(invalid("field \"required_checks\" must name 0 to 16 checks"))
-		}
-		seen := map[string]bool{}
 		for _, v := range arr {
 			name, ok := v.(string)
-			if !ok || !checkName(name) || seen[name] {
-				f.fail(invalid("field \"required_checks\" must hold distinct names [a-z0-9_]{1,32}"))
+			if !ok {
+				f.fail(invalid("field \"required_checks\" must hold strings"))
 				break
 			}
-			seen[name] = true
 			cmd.RequiredChecks = append(cmd.RequiredChecks, name)
+		}
+		if f.err == nil {
+			f.fail(checkBody(&wire.RegisterDeviceRequest{RequiredChecks: cmd.RequiredChecks}, "required_checks"))
 		}
 	}
 	if err := f.done(); err != nil {
 		return err
 	}
-	if !printable(cmd.Name, 128) {
-		return invalid("field \"name\" must be 1 to 128 printable ASCII characters")
+	if err := checkBody(&wire.RegisterDeviceRequest{Name: cmd.Name}, "name"); err != nil {
+		return err
 	}
 	token, err := NewDeviceToken()
 	if err != nil {
@@ -288,12 +286,11 @@ func revocationJSON(c echo.Context) (reason, key, canon string, err error) {
 	return reason, key, canon, nil
 }
 
-// reasonField reads a required reason of at most 256 bytes.
+// reasonField reads a required reason of at most 256 bytes
+// (wire.ReasonRequest).
 func reasonField(f *fields) string {
 	r := f.str("reason", true)
-	if len(r) > 256 {
-		f.fail(invalid("field \"reason\" must be at most 256 bytes"))
-	}
+	f.fail(checkBody(&wire.ReasonRequest{Reason: r}, "reason"))
 	return r
 }
 

@@ -251,6 +251,9 @@ func (c *schemaCheck) constraints(where string, p map[string]any, typ reflect.Ty
 	case typ.Kind() == reflect.Slice && typ != rawMessage:
 		bound("minItems", con.MinItems)
 		bound("maxItems", con.MaxItems)
+		if con.Unique {
+			want["uniqueItems"] = true
+		}
 		item := map[string]any{"type": jsonType(typ.Elem(), wire.Constraint{})}
 		if pattern != "" {
 			item["pattern"] = pattern
@@ -298,7 +301,7 @@ func (c *schemaCheck) constraints(where string, p map[string]any, typ reflect.Ty
 		}
 	}
 	for _, k := range []string{"pattern", "minLength", "maxLength", "minimum", "maximum", "format", "enum",
-		"minItems", "maxItems", "minProperties", "maxProperties", "propertyNames", "additionalProperties", "items"} {
+		"minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "propertyNames", "additionalProperties", "items"} {
 		got, ok := p[k]
 		w, wok := want[k]
 		if k == "items" && w == "$ref" {

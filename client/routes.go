@@ -15,30 +15,19 @@ import (
 // Heartbeat sends the presence heartbeat (no Idempotency-Key).
 func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, error) {
 	const op = "heartbeat"
-	if len(p.Checks) == 0 || len(p.Checks) > 16 {
-		return PresenceResult{}, fmt.Errorf("%w: 1-16 checks required", ErrInvalidCall)
-	}
-	for name := range p.Checks {
-		if !checkNameRE.MatchString(name) {
-			return PresenceResult{}, fmt.Errorf("%w: check name %q", ErrInvalidCall, name)
-		}
-	}
-	for _, v := range []string{p.AppVersion, p.OSVersion, p.TargetAppVersion} {
-		if !printable(v, 1, 64) {
-			return PresenceResult{}, fmt.Errorf("%w: versions must be 1-64 printable ASCII", ErrInvalidCall)
-		}
-	}
 	body := wire.PresenceRequest{DeviceID: c.deviceID, AppVersion: p.AppVersion, OSVersion: p.OSVersion,
 		TargetAppVersion: p.TargetAppVersion, Checks: p.Checks}
 	if p.ActiveTaskID != "" {
-		if !IsUUID(p.ActiveTaskID) {
-			return PresenceResult{}, fmt.Errorf("%w: active task id", ErrInvalidCall)
-		}
 		body.ActiveTaskID = &p.ActiveTaskID
 	}
 	if !p.ClientTime.IsZero() {
 		t := FormatTime(p.ClientTime)
 		body.ClientTime = &t
+	}
+	// The server's constraints, from the wire type's tags: checked here so
+	// a bad call never reaches the network.
+	if err := wire.Check(body, "active_task_id", "app_version", "checks", "client_time", "os_version", "target_app_version"); err != nil {
+		return PresenceResult{}, fmt.Errorf("%w: %v", ErrInvalidCall, err)
 	}
 	data, _ := json.Marshal(body)
 	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/heartbeat", body: data}, MaxJSONResponse)
@@ -399,18 +388,6 @@ func jsonOK(op string, r *response) (*obj, error) {
 		return nil, unknown(op, r.status, 0, "%v", err)
 	}
 	return o, nil
-}
-
-func printable(s string, min, max int) bool {
-	if len(s) < min || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }

@@ -45,7 +45,7 @@ type DevicePage struct {
 type RegisterDeviceRequest struct {
 	Name           string   `json:"name" wire:"len=1..128;ascii"`
 	OwnerID        string   `json:"owner_id" wire:"uuid"`
-	RequiredChecks []string `json:"required_checks,omitempty" wire:"items=0..16;pattern=^[a-z0-9_]{1,32}$"`
+	RequiredChecks []string `json:"required_checks,omitempty" wire:"items=0..16;unique;pattern=^[a-z0-9_]{1,32}$"`
 }
 
 // ReasonRequest is every revocation: POST /admin/devices/{id}/revoke,

@@ -21,13 +21,14 @@ import (
 //	keys=A..B       an object of A to B members
 //	pattern=RE      a string matching RE (anchored); on a map, its keys
 //	enum=a|b|c      one of the listed strings
+//	unique          an array of distinct items
 //	null            (on an optional pointer field) may also be null
 //	object          (on json.RawMessage) any JSON object
 //
 // A pointer field without omitempty is always written and may be null; a
-// field with omitempty is optional. The OpenAPI document states the same
-// constraints; api's TestOpenAPISchemasAreTheWireTypes checks it field by
-// field against these tags.
+// field with omitempty is optional. Check (check.go) enforces the tags on
+// a value; the OpenAPI document's body schemas are generated from them
+// (api/internal/openapigen).
 
 // UUIDPattern is what IsUUID accepts.
 const UUIDPattern = `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`
@@ -38,7 +39,7 @@ const TimePattern = `^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?(Z|\+00:00|
 
 // Constraint is one field's parsed `wire` tag.
 type Constraint struct {
-	UUID, Time, ASCII, Null, Object bool
+	UUID, Time, ASCII, Null, Object, Unique bool
 	// MinLen and MaxLen bound a string (-1: no bound); MinItems and
 	// MaxItems an array; MinKeys and MaxKeys an object.
 	MinLen, MaxLen, MinItems, MaxItems, MinKeys, MaxKeys int
@@ -48,6 +49,8 @@ type Constraint struct {
 	Pattern string
 	// Enum lists the allowed strings.
 	Enum []string
+
+	re *matcher // Pattern compiled (Check)
 }
 
 // ParseConstraint parses a `wire` tag.
@@ -70,6 +73,8 @@ func ParseConstraint(tag string) (Constraint, error) {
 			c.Null = true
 		case "object":
 			c.Object = true
+		case "unique":
+			c.Unique = true
 		case "len":
 			c.MinLen, c.MaxLen, err = span(val)
 		case "items":

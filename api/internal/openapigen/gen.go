@@ -264,7 +264,7 @@ func jsonType(typ reflect.Type, con wire.Constraint) (string, error) {
 // managed are the keywords the types decide; any other member of a
 // property (description, example, x-…) is kept.
 var managed = []string{"type", "format", "pattern", "minLength", "maxLength", "minimum", "maximum", "enum",
-	"x-enum-varnames", "minItems", "maxItems", "minProperties", "maxProperties", "propertyNames",
+	"x-enum-varnames", "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "propertyNames",
 	"additionalProperties", "items", "properties", "required", "$ref"}
 
 // value derives one property's schema p from its field.
@@ -335,6 +335,9 @@ func (g *gen) value(name string, p *object, typ reflect.Type, con wire.Constrain
 	case typ.Kind() == reflect.Slice:
 		bound("minItems", con.MinItems)
 		bound("maxItems", con.MaxItems)
+		if con.Unique {
+			set("uniqueItems", true)
+		}
 		items := p.obj("items")
 		if items == nil {
 			items = newObject()
