@@ -18,13 +18,12 @@ const maxJSONDepth = 64
 const TimeLayout = wire.TimeLayout
 
 var (
-	uuidRE      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	timeRE      = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$`)
-	hex64RE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	b64u43RE    = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
-	codeRE      = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
-	checkNameRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
-	intRE       = regexp.MustCompile(`^(0|[1-9][0-9]{0,17})$`)
+	uuidRE   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	timeRE   = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$`)
+	hex64RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	b64u43RE = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+	codeRE   = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+	intRE    = regexp.MustCompile(`^(0|[1-9][0-9]{0,17})$`)
 )
 
 // IsUUID reports whether s is a canonical lowercase UUIDv4.
@@ -210,24 +209,6 @@ func (o *obj) object(name string) *obj {
 		return &obj{m: map[string]json.RawMessage{}, used: map[string]bool{}}
 	}
 	return sub
-}
-
-func (o *obj) stringList(name string, re *regexp.Regexp) []string {
-	v := o.raw(name)
-	if v == nil {
-		return nil
-	}
-	var list []string
-	if len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &list) != nil {
-		o.fail(name, "not a list of strings")
-		return nil
-	}
-	for _, s := range list {
-		if !re.MatchString(s) {
-			o.fail(name, "malformed entry")
-		}
-	}
-	return list
 }
 
 // done returns the first field problem, or an unknown field, or a problem

@@ -37,23 +37,26 @@ func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, err
 	if r.status != http.StatusOK {
 		return PresenceResult{}, classify(op, r, presenceStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return PresenceResult{}, err
+	if !isJSON(r.header) {
+		return PresenceResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	var out PresenceResult
-	out.ServerTime = o.time("server_time")
-	out.Claimable = o.boolean("claimable")
-	out.MissingChecks = o.stringList("missing_checks", checkNameRE)
-	out.PresenceExpiresAt = o.time("presence_expires_at")
-	if o.has("active_task_id") && !o.isNull("active_task_id") {
-		out.ActiveTaskID = o.uuid("active_task_id")
-	} else {
-		o.raw("active_task_id")
-	}
-	out.ActiveTaskMismatch = o.boolean("active_task_mismatch")
-	if err := o.done(); err != nil {
+	// The answer is read as its wire type, held to the type's members and
+	// tags (wire.Strict.Decode), then to the exact time layout the server
+	// writes.
+	var a wire.PresenceAnswer
+	if err := answerJSON.Decode(r.body, &a); err != nil {
 		return PresenceResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	out := PresenceResult{Claimable: a.Claimable, MissingChecks: a.MissingChecks, ActiveTaskMismatch: a.ActiveTaskMismatch}
+	var terr error
+	if out.ServerTime, terr = ParseTime(a.ServerTime); terr == nil {
+		out.PresenceExpiresAt, terr = ParseTime(a.PresenceExpiresAt)
+	}
+	if terr != nil {
+		return PresenceResult{}, unknown(op, r.status, 0, "%v", terr)
+	}
+	if a.ActiveTaskID != nil {
+		out.ActiveTaskID = *a.ActiveTaskID
 	}
 	return out, nil
 }

@@ -21,7 +21,8 @@ func (e *CheckError) Error() string { return e.Msg }
 // tag, in declaration order, and returns the first value that breaks it;
 // with names, only the fields of those JSON names. Presence and JSON
 // types are the decoder's business: Check sees values only (a nil
-// pointer, an absent optional member, is not checked).
+// pointer, or the zero value of an omitempty field — an absent member —
+// is not checked).
 func Check(v any, names ...string) error {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
@@ -42,6 +43,9 @@ func Check(v any, names ...string) error {
 			continue
 		}
 		fv := rv.Field(f.index)
+		if f.omit && fv.IsZero() {
+			continue
+		}
 		for fv.Kind() == reflect.Pointer && !fv.IsNil() {
 			fv = fv.Elem()
 		}
@@ -65,6 +69,7 @@ func Check(v any, names ...string) error {
 type fieldPlan struct {
 	index int
 	name  string
+	omit  bool // omitempty: a zero value is an absent member
 	c     *Constraint
 }
 
@@ -77,8 +82,8 @@ func planOf(typ reflect.Type) ([]fieldPlan, error) {
 	var plan []fieldPlan
 	for i := 0; i < typ.NumField(); i++ {
 		fl := typ.Field(i)
-		name, _, _ := strings.Cut(fl.Tag.Get("json"), ",")
-		f := fieldPlan{index: i, name: name}
+		name, opts, _ := strings.Cut(fl.Tag.Get("json"), ",")
+		f := fieldPlan{index: i, name: name, omit: strings.Contains(opts, "omitempty")}
 		if tag := fl.Tag.Get("wire"); tag != "" {
 			c, err := constraintOf(tag)
 			if err != nil {

@@ -114,3 +114,42 @@ func TestMatcherIsItsPattern(t *testing.T) {
 		}
 	}
 }
+
+// Decode refuses what the type does not say: an unknown member, a missing
+// or null required one, a wrong type, a value its tag refuses, a duplicate
+// key; and reads a valid answer.
+func TestDecodeIsStrict(t *testing.T) {
+	const good = `{"active_task_id":null,"active_task_mismatch":false,"claimable":true,"missing_checks":[],` +
+		`"presence_expires_at":"2026-01-01T00:00:30.000Z","server_time":"2026-01-01T00:00:00.000Z"}`
+	var p PresenceAnswer
+	if err := (Strict{}).Decode([]byte(good), &p); err != nil || !p.Claimable || p.ActiveTaskID != nil {
+		t.Fatalf("a valid answer: %+v, %v", p, err)
+	}
+	for name, body := range map[string]string{
+		"unknown member": strings.Replace(good, `"claimable":true`, `"claimable":true,"x":1`, 1),
+		"missing":        strings.Replace(good, `"claimable":true,`, ``, 1),
+		"null":           strings.Replace(good, `"claimable":true`, `"claimable":null`, 1),
+		"wrong type":     strings.Replace(good, `"claimable":true`, `"claimable":"true"`, 1),
+		"tag refuses":    strings.Replace(good, `"active_task_id":null`, `"active_task_id":"x"`, 1),
+		"bad time":       strings.Replace(good, `00:00:30.000Z`, `00:00:30.0000Z`, 1),
+		"duplicate key":  strings.Replace(good, `"claimable":true`, `"claimable":true,"claimable":true`, 1),
+		"bad check name": strings.Replace(good, `"missing_checks":[]`, `"missing_checks":["A"]`, 1),
+	} {
+		var p PresenceAnswer
+		if err := (Strict{}).Decode([]byte(body), &p); err == nil {
+			t.Errorf("%s: accepted %s", name, body)
+		}
+	}
+	// Nested objects are held to their types too.
+	claim := `{"claim":{"authorization_expires_at":"2026-01-01T00:05:00.000Z","generation":1,"lease_expires_at":"2026-01-01T00:00:30.000Z",` +
+		`"session_id":"3f1c2a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69"},"claim_generation":1,"lease_expires_at":"2026-01-01T00:00:30.000Z",` +
+		`"server_time":"2026-01-01T00:00:00.000Z","state":"CLAIMED","task":{"created_at":"2026-01-01T00:00:00.000Z",` +
+		`"id":"3f1c2a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69","payload":{"a":1},"revision":1},"version":2}`
+	var c ClaimAnswer
+	if err := (Strict{}).Decode([]byte(claim), &c); err != nil || c.Task.Revision != 1 {
+		t.Fatalf("a valid claim: %v", err)
+	}
+	if err := (Strict{}).Decode([]byte(strings.Replace(claim, `"revision":1}`, `"revision":1,"x":2}`, 1)), &c); err == nil {
+		t.Error("an unknown nested member was accepted")
+	}
+}

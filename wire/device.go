@@ -22,7 +22,7 @@ type PresenceAnswer struct {
 	ActiveTaskID       *string  `json:"active_task_id" wire:"uuid"`
 	ActiveTaskMismatch bool     `json:"active_task_mismatch"`
 	Claimable          bool     `json:"claimable"`
-	MissingChecks      []string `json:"missing_checks"`
+	MissingChecks      []string `json:"missing_checks" wire:"pattern=^[a-z0-9_]{1,32}$"`
 	PresenceExpiresAt  string   `json:"presence_expires_at" wire:"time"`
 	ServerTime         string   `json:"server_time" wire:"time"`
 }
