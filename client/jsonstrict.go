@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -111,10 +110,6 @@ func (o *obj) has(name string) bool {
 	return ok
 }
 
-func (o *obj) isNull(name string) bool {
-	return bytes.Equal(bytes.TrimSpace(o.m[name]), []byte("null"))
-}
-
 func (o *obj) raw(name string) json.RawMessage {
 	v, ok := o.m[name]
 	o.used[name] = true
@@ -161,20 +156,6 @@ func (o *obj) time(name string) time.Time {
 		o.fail(name, "%v", err)
 	}
 	return t
-}
-
-func (o *obj) boolean(name string) bool {
-	v := o.raw(name)
-	switch string(v) {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	if v != nil {
-		o.fail(name, "not a boolean")
-	}
-	return false
 }
 
 // integer reads a JSON integer (no fraction, no exponent, no sign) >= min.

@@ -255,34 +255,33 @@ func (c *Client) Task(ctx context.Context, call TaskCall) (TaskResult, error) {
 	if r.status != http.StatusOK {
 		return TaskResult{}, classify(op, r, taskStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return TaskResult{}, err
+	if !isJSON(r.header) {
+		return TaskResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	var out TaskResult
-	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
-	out.TaskID = o.uuid("task_id")
-	out.State = wire.State(o.str("state"))
-	out.Version = o.integer("version", 1)
-	out.ClaimGeneration = o.integer("claim_generation", 1)
-	if o.has("execution_id") {
-		out.ExecutionID = o.uuid("execution_id")
+	// The answer is read as its wire type (wire.Strict.Decode: members,
+	// types and tags), then held to the exact time layout and to the call.
+	var a wire.DeviceTaskAnswer
+	if err := answerJSON.Decode(r.body, &a); err != nil {
+		return TaskResult{}, unknown(op, r.status, 0, "%v", err)
 	}
-	out.ServerTime = o.time("server_time")
-	if o.has("lease_expires_at") && o.isNull("lease_expires_at") {
-		if out.State == StateClaimed || out.State == StateRunning || out.State == StateWaitingConfirmation {
-			o.fail("lease_expires_at", "null for an open task")
-		}
-	} else {
-		out.LeaseExpiresAt = o.time("lease_expires_at")
+	out := TaskResult{Replayed: r.header.Get("Idempotent-Replayed") == "true", TaskID: a.TaskID, State: a.State,
+		Version: int64(a.Version), ClaimGeneration: int64(a.ClaimGeneration), ExecutionID: a.ExecutionID,
+		CancelRequested: a.CancelRequested, Step: a.Step}
+	var terr error
+	if out.ServerTime, terr = ParseTime(a.ServerTime); terr == nil && a.LeaseExpiresAt != nil {
+		out.LeaseExpiresAt, terr = ParseTime(*a.LeaseExpiresAt)
 	}
-	out.CancelRequested = o.boolean("cancel_requested")
-	if call.Op == OpHeartbeat || o.has("step") {
+	switch {
+	case terr != nil:
+		err = terr
+	case a.LeaseExpiresAt == nil && (out.State == StateClaimed || out.State == StateRunning || out.State == StateWaitingConfirmation):
+		err = fmt.Errorf("lease_expires_at is null for an open task")
+	case call.Op == OpHeartbeat && a.Step == "":
 		// Required on heartbeat answers; tolerated on others (the running
 		// execution's last step).
-		out.Step = o.str("step")
+		err = fmt.Errorf("heartbeat answer without step")
 	}
-	if err := o.done(); err != nil {
+	if err != nil {
 		return TaskResult{}, unknown(op, r.status, 0, "%v", err)
 	}
 	switch {

@@ -130,12 +130,12 @@ type FailRequest struct {
 // lease_expires_at is null once the task ended.
 type DeviceTaskAnswer struct {
 	CancelRequested bool    `json:"cancel_requested"`
-	ClaimGeneration uint64  `json:"claim_generation" wire:"min=0"`
+	ClaimGeneration uint64  `json:"claim_generation" wire:"range=1..9007199254740991"`
 	ExecutionID     string  `json:"execution_id,omitempty" wire:"uuid"`
 	LeaseExpiresAt  *string `json:"lease_expires_at" wire:"time"`
 	ServerTime      string  `json:"server_time" wire:"time"`
 	State           State   `json:"state"`
 	Step            string  `json:"step,omitempty"`
 	TaskID          string  `json:"task_id" wire:"uuid"`
-	Version         uint64  `json:"version" wire:"min=0"`
+	Version         uint64  `json:"version" wire:"range=1..9007199254740991"`
 }
