@@ -97,46 +97,31 @@ func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error)
 	default:
 		return ClaimResult{}, classify(op, r, claimStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return ClaimResult{}, err
+	if !isJSON(r.header) {
+		return ClaimResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	cl := &Claim{}
-	t := o.object("task")
-	cl.TaskID = t.uuid("id")
-	cl.Payload = t.raw("payload")
-	if len(cl.Payload) > 0 && cl.Payload[0] != '{' {
-		t.fail("payload", "not an object")
-	}
-	cl.Revision = t.integer("revision", 1)
-	cl.CreatedAt = t.time("created_at")
-	if t.has("reference_image_url") {
-		cl.ReferenceImageURL = t.str("reference_image_url")
-		if t.err == nil && cl.ReferenceImageURL != "/api/v1/device/tasks/"+cl.TaskID+"/reference-image" {
-			t.fail("reference_image_url", "unexpected value")
-		}
-	}
-	k := o.object("claim")
-	cl.Generation = k.integer("generation", 1)
-	cl.SessionID = k.uuid("session_id")
-	if k.has("token") {
-		cl.ServerToken = k.match("token", hex64RE, "a server-issued claim token")
-	}
-	cl.LeaseExpiresAt = k.time("lease_expires_at")
-	cl.AuthorizationExpiresAt = k.time("authorization_expires_at")
-	if k.has("takeover") {
-		cl.Takeover = k.str("takeover")
-		if k.err == nil && cl.Takeover != "reclaim" && cl.Takeover != "manual" {
-			k.fail("takeover", "not reclaim or manual")
-		}
-	}
-	cl.State = wire.State(o.str("state"))
-	cl.Version = o.integer("version", 1)
-	gen := o.integer("claim_generation", 1)
-	cl.ServerTime = o.time("server_time")
-	lease := o.time("lease_expires_at")
-	if err := o.done(t, k); err != nil {
+	// The answer is read as its wire type (wire.Strict.Decode: members,
+	// types and tags), then held to the exact time layout and to the call.
+	var a wire.ClaimAnswer
+	if err := answerJSON.Decode(r.body, &a); err != nil {
 		return ClaimResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	cl := &Claim{TaskID: a.Task.ID, Payload: a.Task.Payload, Revision: int64(a.Task.Revision),
+		ReferenceImageURL: a.Task.ReferenceImageURL, Generation: int64(a.Claim.Generation), SessionID: a.Claim.SessionID,
+		ServerToken: a.Claim.Token, Takeover: string(a.Claim.Takeover), State: a.State, Version: int64(a.Version)}
+	gen := int64(a.ClaimGeneration)
+	var lease time.Time
+	for _, tm := range []struct {
+		dst *time.Time
+		s   string
+	}{{&cl.CreatedAt, a.Task.CreatedAt}, {&cl.LeaseExpiresAt, a.Claim.LeaseExpiresAt},
+		{&cl.AuthorizationExpiresAt, a.Claim.AuthorizationExpiresAt}, {&cl.ServerTime, a.ServerTime}, {&lease, a.LeaseExpiresAt}} {
+		if *tm.dst, err = ParseTime(tm.s); err != nil {
+			return ClaimResult{}, unknown(op, r.status, 0, "%v", err)
+		}
+	}
+	if cl.ReferenceImageURL != "" && cl.ReferenceImageURL != "/api/v1/device/tasks/"+cl.TaskID+"/reference-image" {
+		return ClaimResult{}, unknown(op, r.status, 0, "reference_image_url: unexpected value")
 	}
 	switch {
 	case cl.State != StateClaimed:
@@ -330,18 +315,16 @@ func (c *Client) Evidence(ctx context.Context, call EvidenceCall) (EvidenceResul
 	if r.status != http.StatusCreated {
 		return EvidenceResult{}, classify(op, r, evidenceStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return EvidenceResult{}, err
+	if !isJSON(r.header) {
+		return EvidenceResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	var out EvidenceResult
-	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
-	out.EvidenceID = o.uuid("evidence_id")
-	out.SHA256 = o.match("sha256", hex64RE, "a SHA-256")
-	out.Size = o.integer("size", 1)
-	out.Kind = o.str("kind")
-	out.CapturedAt = o.time("captured_at")
-	if err := o.done(); err != nil {
+	var a wire.Evidence
+	if err := answerJSON.Decode(r.body, &a); err != nil {
+		return EvidenceResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	out := EvidenceResult{Replayed: r.header.Get("Idempotent-Replayed") == "true", EvidenceID: a.EvidenceID,
+		SHA256: a.SHA256, Size: a.Size, Kind: a.Kind}
+	if out.CapturedAt, err = ParseTime(a.CapturedAt); err != nil {
 		return EvidenceResult{}, unknown(op, r.status, 0, "%v", err)
 	}
 	if out.SHA256 != call.SHA256 || out.Size != call.Size || out.Kind != "screenshot" ||
@@ -378,18 +361,6 @@ func (c *Client) send(ctx context.Context, r request, limit int64) (*response, e
 		return nil, fmt.Errorf("%w: %s body larger than %d bytes", ErrInvalidCall, r.op, MaxJSONRequest)
 	}
 	return c.do(ctx, r, limit)
-}
-
-// jsonOK checks Content-Type and parses a success body.
-func jsonOK(op string, r *response) (*obj, error) {
-	if !isJSON(r.header) {
-		return nil, unknown(op, r.status, 0, "Content-Type is not application/json")
-	}
-	o, err := parseObj(r.body)
-	if err != nil {
-		return nil, unknown(op, r.status, 0, "%v", err)
-	}
-	return o, nil
 }
 
 func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }

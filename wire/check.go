@@ -55,6 +55,8 @@ func Check(v any, names ...string) error {
 			if err := Check(fv.Interface()); err != nil {
 				return err
 			}
+		case f.enum != nil && !slices.Contains(f.enum, fv.String()):
+			return &CheckError{Field: f.name, Msg: fmt.Sprintf("field %q must be one of %s", f.name, strings.Join(f.enum, ", "))}
 		case f.c != nil:
 			if msg := f.c.check(fv); msg != "" {
 				return &CheckError{Field: f.name, Msg: fmt.Sprintf("field %q must %s", f.name, msg)}
@@ -71,6 +73,7 @@ type fieldPlan struct {
 	name  string
 	omit  bool // omitempty: a zero value is an absent member
 	c     *Constraint
+	enum  []string // the values of a named enum type of this package (Enums)
 }
 
 var plans sync.Map // reflect.Type → []fieldPlan
@@ -84,6 +87,13 @@ func planOf(typ reflect.Type) ([]fieldPlan, error) {
 		fl := typ.Field(i)
 		name, opts, _ := strings.Cut(fl.Tag.Get("json"), ",")
 		f := fieldPlan{index: i, name: name, omit: strings.Contains(opts, "omitempty")}
+		et := fl.Type
+		for et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		if et.Kind() == reflect.String && et.PkgPath() == typ.PkgPath() {
+			f.enum = Enums()[et.Name()]
+		}
 		if tag := fl.Tag.Get("wire"); tag != "" {
 			c, err := constraintOf(tag)
 			if err != nil {
@@ -139,6 +149,9 @@ func (c *Constraint) check(v reflect.Value) string {
 		}
 	case reflect.Slice:
 		if v.Type() == reflect.TypeOf(json.RawMessage(nil)) {
+			if b := v.Bytes(); c.Object && (len(b) == 0 || b[0] != '{') {
+				return "be a JSON object"
+			}
 			return ""
 		}
 		if (c.MinItems >= 0 && v.Len() < c.MinItems) || (c.MaxItems >= 0 && v.Len() > c.MaxItems) {

@@ -36,19 +36,19 @@ type ClaimRequest struct {
 // ClaimAnswer answers a claim: the claim and the claimed task.
 type ClaimAnswer struct {
 	Claim           ClaimGrant  `json:"claim"`
-	ClaimGeneration uint64      `json:"claim_generation" wire:"min=0"`
+	ClaimGeneration uint64      `json:"claim_generation" wire:"range=1..9007199254740991"`
 	LeaseExpiresAt  string      `json:"lease_expires_at" wire:"time"`
 	ServerTime      string      `json:"server_time" wire:"time"`
 	State           State       `json:"state"`
 	Task            ClaimedTask `json:"task"`
-	Version         uint64      `json:"version" wire:"min=0"`
+	Version         uint64      `json:"version" wire:"range=1..9007199254740991"`
 }
 
 // ClaimGrant is the claim of a claim answer: takeover is there only for a
 // manual takeover, token only for a server-issued token.
 type ClaimGrant struct {
 	AuthorizationExpiresAt string   `json:"authorization_expires_at" wire:"time"`
-	Generation             uint64   `json:"generation" wire:"min=0"`
+	Generation             uint64   `json:"generation" wire:"range=1..9007199254740991"`
 	LeaseExpiresAt         string   `json:"lease_expires_at" wire:"time"`
 	SessionID              string   `json:"session_id" wire:"uuid"`
 	Takeover               Takeover `json:"takeover,omitempty"`
@@ -61,7 +61,7 @@ type ClaimedTask struct {
 	ID                string          `json:"id" wire:"uuid"`
 	Payload           json.RawMessage `json:"payload" wire:"object"`
 	ReferenceImageURL string          `json:"reference_image_url,omitempty"`
-	Revision          uint64          `json:"revision" wire:"min=0"`
+	Revision          uint64          `json:"revision" wire:"range=1..9007199254740991"`
 }
 
 // RenewRequest is POST /device/tasks/{id}/lease/renew.
