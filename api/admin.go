@@ -57,22 +57,23 @@ func (s *Server) sendTask(c echo.Context, id string, status int) error {
 	return w.send(c, status)
 }
 
-func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, extra map[string]any) error {
+// answerDeviceDoc answers the device document of a device command; token
+// is the new device token of a first registration answer ("" otherwise).
+func (s *Server) answerDeviceDoc(c echo.Context, res commands.Result, token string) error {
 	if res.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	var doc map[string]any
+	var doc *wire.Device
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		if d := st.Devices[res.Record.DeviceID]; d != nil {
-			doc = deviceDoc(st, d, now, s.eng.Config())
+			dd := deviceDoc(st, d, now, s.eng.Config())
+			doc = &dd
 		}
 	})
 	if doc == nil {
 		return commands.ErrDeviceNotFound
 	}
-	for k, v := range extra {
-		doc[k] = v
-	}
+	doc.Token = token
 	return c.JSON(outcomeStatus(res.Record.Outcome), doc)
 }
 
@@ -85,25 +86,23 @@ func (s *Server) registerDevice(c echo.Context) error {
 	cmd := &commands.RegisterDevice{OwnerID: f.uuid("owner_id", true), Name: f.str("name", true)}
 	if arr, ok := f.array("required_checks", false); ok {
 		cmd.HasChecks, cmd.RequiredChecks = true, []string{}
-		if len(arr) > 16 {
-			f.fail(invalid("field \"required_checks\" must name 0 to 16 checks"))
-		}
-		seen := map[string]bool{}
 		for _, v := range arr {
 			name, ok := v.(string)
-			if !ok || !checkName(name) || seen[name] {
-				f.fail(invalid("field \"required_checks\" must hold distinct names [a-z0-9_]{1,32}"))
+			if !ok {
+				f.fail(invalid("field \"required_checks\" must hold strings"))
 				break
 			}
-			seen[name] = true
 			cmd.RequiredChecks = append(cmd.RequiredChecks, name)
+		}
+		if f.err == nil {
+			f.fail(checkBody(&wire.RegisterDeviceRequest{RequiredChecks: cmd.RequiredChecks}, "required_checks"))
 		}
 	}
 	if err := f.done(); err != nil {
 		return err
 	}
-	if !printable(cmd.Name, 128) {
-		return invalid("field \"name\" must be 1 to 128 printable ASCII characters")
+	if err := checkBody(&wire.RegisterDeviceRequest{Name: cmd.Name}, "name"); err != nil {
+		return err
 	}
 	token, err := NewDeviceToken()
 	if err != nil {
@@ -115,11 +114,10 @@ func (s *Server) registerDevice(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var extra map[string]any
-	if !res.Replayed {
-		extra = map[string]any{"token": token}
+	if res.Replayed {
+		token = ""
 	}
-	return s.answerDeviceDoc(c, res, extra)
+	return s.answerDeviceDoc(c, res, token)
 }
 
 // revokeDevice: POST /admin/devices/{id}/revoke.
@@ -133,28 +131,28 @@ func (s *Server) revokeDevice(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.answerDeviceDoc(c, res, nil)
+	return s.answerDeviceDoc(c, res, "")
 }
 
 // listDevices: GET /admin/devices.
 func (s *Server) listDevices(c echo.Context) error {
-	out := []any{}
-	var serverTime int64
+	page := wire.DevicePage{Devices: []wire.Device{}}
 	s.eng.ReadNow(func(st *projections.State, now int64) {
-		serverTime = now
+		page.ServerTime = formatTime(now)
 		st.DevicesInOrder(func(d *projections.Device) {
-			out = append(out, deviceDoc(st, d, now, s.eng.Config()))
+			page.Devices = append(page.Devices, deviceDoc(st, d, now, s.eng.Config()))
 		})
 	})
-	return c.JSON(http.StatusOK, map[string]any{"devices": out, "server_time": formatTime(serverTime)})
+	return c.JSON(http.StatusOK, page)
 }
 
 // getDevice: GET /admin/devices/{id}.
 func (s *Server) getDevice(c echo.Context) error {
-	var doc map[string]any
+	var doc *wire.Device
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		if d := st.Devices[c.Param("id")]; d != nil {
-			doc = deviceDoc(st, d, now, s.eng.Config())
+			dd := deviceDoc(st, d, now, s.eng.Config())
+			doc = &dd
 		}
 	})
 	if doc == nil {
@@ -288,12 +286,11 @@ func revocationJSON(c echo.Context) (reason, key, canon string, err error) {
 	return reason, key, canon, nil
 }
 
-// reasonField reads a required reason of at most 256 bytes.
+// reasonField reads a required reason of at most 256 bytes
+// (wire.ReasonRequest).
 func reasonField(f *fields) string {
 	r := f.str("reason", true)
-	if len(r) > 256 {
-		f.fail(invalid("field \"reason\" must be at most 256 bytes"))
-	}
+	f.fail(checkBody(&wire.ReasonRequest{Reason: r}, "reason"))
 	return r
 }
 
@@ -422,13 +419,14 @@ func (s *Server) listTasks(c echo.Context) error {
 	if err != nil {
 		return invalid("cursor must be a value returned as next_cursor")
 	}
-	tasks := []any{}
-	var next any
-	var counts map[string]int
-	var serverTime int64
-	var head uint64
+	page := wire.TaskPage{Tasks: []wire.TaskDetail{}, Counts: map[string]uint64{}}
+	tasks := page.Tasks
 	s.eng.ReadNow(func(st *projections.State, now int64) {
-		counts, serverTime, head = st.StateCounts(), now, st.Head.Seq
+		for k, v := range st.StateCounts() {
+			page.Counts[k] = uint64(v)
+		}
+		head := st.Head.Seq
+		page.ServerTime, page.HeadSeq = formatTime(now), &head
 		st.TaskIDsNewestFirst(uint64(cursor), func(t *projections.Task) bool {
 			if state != "" && t.State != state {
 				return true
@@ -440,15 +438,16 @@ func (s *Server) listTasks(c echo.Context) error {
 				return true
 			}
 			if len(tasks) == int(limit) {
-				next = strconv.FormatUint(t.CreateSeq+1, 10)
+				next := strconv.FormatUint(t.CreateSeq+1, 10)
+				page.NextCursor = &next
 				return false
 			}
-			tasks = append(tasks, taskDocIn(st, t, now))
+			tasks = append(tasks, taskDetail(st, t, now))
 			return true
 		})
 	})
-	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next, "counts": counts,
-		"server_time": formatTime(serverTime), "head_seq": head})
+	page.Tasks = tasks
+	return c.JSON(http.StatusOK, page)
 }
 
 func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }
@@ -472,7 +471,7 @@ func (s *Server) taskEvents(c echo.Context) error {
 	if !exists {
 		return commands.ErrTaskNotFound
 	}
-	out := []any{}
+	out := []wire.Event{}
 	err := s.events.Stream(events.TaskStream(id), func(e *ledger.Event) error {
 		doc, err := eventDoc(e, false)
 		if err == nil {
@@ -483,7 +482,7 @@ func (s *Server) taskEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"events": out})
+	return c.JSON(http.StatusOK, wire.TaskEvents{Events: out})
 }
 
 // logPage reads the after (default 0) and limit (1 to 1000, default def)
@@ -510,7 +509,7 @@ func (s *Server) globalEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := []any{}
+	out := []wire.Event{}
 	next := uint64(after)
 	err = s.events.Range(uint64(after), func(e *ledger.Event) error {
 		doc, err := eventDoc(e, true)
@@ -527,7 +526,7 @@ func (s *Server) globalEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"events": out, "next_after": next})
+	return c.JSON(http.StatusOK, wire.EventPage{Events: out, NextAfter: next})
 }
 
 // getEvidence: GET /admin/tasks/{id}/evidence/{eid}.
@@ -591,5 +590,5 @@ func (s *Server) advanceClock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"server_time": formatTime(res.Value.(int64))})
+	return c.JSON(http.StatusOK, wire.ServerTime{ServerTime: formatTime(res.Value.(int64))})
 }

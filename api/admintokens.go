@@ -40,42 +40,42 @@ func (s *Server) adminTokenRoutes(adm *echo.Group) {
 }
 
 // adminTokenDoc is the document of name, or nil when there is none.
-func adminTokenDoc(st *projections.State, cfg *commands.Config, name string) map[string]any {
+func adminTokenDoc(st *projections.State, cfg *commands.Config, name string) *wire.AdminToken {
 	a := st.AdminTokens[name]
 	if a == nil {
 		if _, ok := cfg.OutsideAdminTokens[name]; !ok {
 			return nil
 		}
-		return map[string]any{"name": name, "status": projections.AdminTokenActive, "role": wire.RoleAdmin, "origin": originDataDir}
+		return &wire.AdminToken{Name: name, Status: projections.AdminTokenActive, Role: wire.RoleAdmin, Origin: originDataDir}
 	}
-	role := a.Role
+	role := wire.Role(a.Role)
 	if role == "" {
 		role = wire.RoleAdmin
 	}
-	doc := map[string]any{"name": a.Name, "status": a.Status, "role": role, "origin": originLog}
+	doc := &wire.AdminToken{Name: a.Name, Status: a.Status, Role: role, Origin: originLog}
 	if a.CreatedAt == 0 {
-		doc["origin"] = originDataDir
+		doc.Origin = originDataDir
 	} else {
-		doc["created_at"], doc["created_by"] = formatTime(a.CreatedAt), a.CreatedBy
+		by := a.CreatedBy
+		doc.CreatedAt, doc.CreatedBy = formatTime(a.CreatedAt), &by
 	}
 	if a.Status == projections.AdminTokenRevoked {
-		doc["revoked_at"], doc["revoked_by"], doc["revoke_reason"] = formatTime(a.RevokedAt), a.RevokedBy, a.RevokeReason
+		by, reason := a.RevokedBy, a.RevokeReason
+		doc.RevokedAt, doc.RevokedBy, doc.RevokeReason = formatTime(a.RevokedAt), &by, &reason
 	}
 	return doc
 }
 
-func (s *Server) answerAdminToken(c echo.Context, status int, replayed bool, name string, extra map[string]any) error {
+func (s *Server) answerAdminToken(c echo.Context, status int, replayed bool, name, token string) error {
 	if replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	var doc map[string]any
+	var doc *wire.AdminToken
 	s.eng.Read(func(st *projections.State) { doc = adminTokenDoc(st, s.eng.Config(), name) })
 	if doc == nil {
 		return commands.ErrAdminTokenNotFound
 	}
-	for k, v := range extra {
-		doc[k] = v
-	}
+	doc.Token = token
 	return c.JSON(status, doc)
 }
 
@@ -111,11 +111,10 @@ func (s *Server) createAdminToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var extra map[string]any
-	if !res.Replayed {
-		extra = map[string]any{"token": token}
+	if res.Replayed {
+		token = ""
 	}
-	return s.answerAdminToken(c, http.StatusCreated, res.Replayed, name, extra)
+	return s.answerAdminToken(c, http.StatusCreated, res.Replayed, name, token)
 }
 
 // revokeAdminToken: POST /admin/admin-tokens/{name}/revoke.
@@ -133,7 +132,7 @@ func (s *Server) revokeAdminToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.answerAdminToken(c, http.StatusOK, res.Replayed, name, nil)
+	return s.answerAdminToken(c, http.StatusOK, res.Replayed, name, "")
 }
 
 // listAdminTokens: GET /admin/admin-tokens — every name the server knows,
@@ -142,13 +141,13 @@ func (s *Server) listAdminTokens(c echo.Context) error {
 	if len(c.QueryParams()) > 0 {
 		return invalid("this route takes no query parameter")
 	}
-	var out []map[string]any
+	var out []wire.AdminToken
 	s.eng.Read(func(st *projections.State) { out = AdminTokenDocs(st, s.eng.Config()) })
-	return c.JSON(http.StatusOK, map[string]any{"admin_tokens": out})
+	return c.JSON(http.StatusOK, wire.AdminTokenList{AdminTokens: out})
 }
 
 // AdminTokenDocs are the documents of every admin token name, by name.
-func AdminTokenDocs(st *projections.State, cfg *commands.Config) []map[string]any {
+func AdminTokenDocs(st *projections.State, cfg *commands.Config) []wire.AdminToken {
 	names := slices.Collect(maps.Keys(cfg.OutsideAdminTokens))
 	for n := range st.AdminTokens {
 		if _, outside := cfg.OutsideAdminTokens[n]; !outside {
@@ -156,9 +155,9 @@ func AdminTokenDocs(st *projections.State, cfg *commands.Config) []map[string]an
 		}
 	}
 	slices.Sort(names)
-	out := make([]map[string]any, 0, len(names))
+	out := make([]wire.AdminToken, 0, len(names))
 	for _, n := range names {
-		out = append(out, adminTokenDoc(st, cfg, n))
+		out = append(out, *adminTokenDoc(st, cfg, n))
 	}
 	return out
 }
@@ -168,5 +167,5 @@ func (s *Server) getAdminToken(c echo.Context) error {
 	if len(c.QueryParams()) > 0 {
 		return invalid("this route takes no query parameter")
 	}
-	return s.answerAdminToken(c, http.StatusOK, false, c.Param("name"), nil)
+	return s.answerAdminToken(c, http.StatusOK, false, c.Param("name"), "")
 }

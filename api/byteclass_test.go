@@ -13,8 +13,6 @@ func TestByteClassesMatchTheirPatterns(t *testing.T) {
 		pattern string
 		check   func(string) bool
 	}{
-		{`^[a-z0-9_]{1,32}$`, checkName},
-		{`^[a-z0-9_]{1,64}$`, reasonCode},
 		{`^[A-Za-z0-9_-]{43}$`, clientToken},
 		{`^[0-9a-f]{64}$`, serverToken},
 	} {

@@ -50,7 +50,7 @@ func newFields(m map[string]any) *fields {
 }
 
 func (f *fields) fail(err error) {
-	if f.err == nil {
+	if f.err == nil && err != nil {
 		f.err = err
 	}
 }
@@ -171,6 +171,17 @@ func (f *fields) optTimeMs(name string) *int64 {
 	return &t
 }
 
+// checkBody checks a request body's values against the constraints of its
+// wire type (wire.Check); a refusal is 400 invalid_request with the
+// check's message. Only the fields set are checked: a handler fills the
+// ones the reader has not checked already.
+func checkBody(body any, names ...string) error {
+	if err := wire.Check(body, names...); err != nil {
+		return invalid("%s", err.Error())
+	}
+	return nil
+}
+
 // done reports the first error, or an unknown field.
 func (f *fields) done() error {
 	if f.err != nil {
@@ -184,7 +195,9 @@ func (f *fields) done() error {
 	return nil
 }
 
-var rfc3339UTC = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?(Z|\+00:00|-00:00)$`)
+// rfc3339UTC is the time form the server reads: wire.TimePattern, the
+// pattern every time of the OpenAPI document carries.
+var rfc3339UTC = regexp.MustCompile(wire.TimePattern)
 
 // parseTime parses an RFC 3339 UTC time with at most ms precision.
 func parseTime(s string) (int64, error) {
@@ -204,20 +217,5 @@ func formatTime(ms int64) string { return wire.FormatMillis(ms) }
 // isUUIDv4 reports whether s is a canonical lowercase UUIDv4.
 func isUUIDv4(s string) bool { return wire.IsUUID(s) }
 
-// checkName is a presence check's name: [a-z0-9_]{1,32}; reasonCode a
-// failure's reason code: [a-z0-9_]{1,64}.
-func checkName(s string) bool  { return nameChars.of(s, 1, 32) }
-func reasonCode(s string) bool { return nameChars.of(s, 1, 64) }
-
-// printable reports whether s is 1..max printable ASCII characters.
-func printable(s string, max int) bool {
-	if len(s) < 1 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
+// The names of presence checks, reason codes and the printable-ASCII
+// fields are checked by wire.Check from the wire types' tags (checkBody).

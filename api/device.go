@@ -8,6 +8,7 @@ import (
 	"taskledger/commands"
 	"taskledger/events"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // checkDeviceID answers device_mismatch for a body naming another device.
@@ -43,20 +44,16 @@ func (s *Server) presence(c echo.Context) error {
 	if err := f.done(); err != nil {
 		return err
 	}
-	for name, v := range map[string]string{"app_version": p.AppVersion, "os_version": p.OSVersion, "target_app_version": p.TargetAppVersion} {
-		if !printable(v, 64) {
-			return invalid("field %q must be 1 to 64 printable ASCII characters", name)
-		}
-	}
-	if len(checks) < 1 || len(checks) > 16 {
-		return invalid("field \"checks\" must name 1 to 16 checks")
-	}
 	for k, v := range checks {
 		b, ok := v.(bool)
-		if !checkName(k) || !ok {
-			return invalid("field \"checks\" must map names [a-z0-9_]{1,32} to booleans")
+		if !ok {
+			return invalid("field \"checks\" must map names to booleans")
 		}
 		p.Checks[k] = b
+	}
+	if err := checkBody(&wire.PresenceRequest{AppVersion: p.AppVersion, OSVersion: p.OSVersion,
+		TargetAppVersion: p.TargetAppVersion, Checks: p.Checks}, "app_version", "checks", "os_version", "target_app_version"); err != nil {
+		return err
 	}
 	if err := checkDeviceID(c, deviceID); err != nil {
 		return err
@@ -187,9 +184,9 @@ func writeEvidence(w *jsonw, e projections.Evidence) *jsonw {
 		key("sha256").str(e.SHA256).key("size").int(e.Size).close()
 }
 
-func evidenceDoc(e projections.Evidence) map[string]any {
-	return map[string]any{"evidence_id": e.ID, "sha256": e.SHA256, "size": e.Size, "kind": e.Kind,
-		"captured_at": formatTime(e.CapturedAt)}
+func evidenceDoc(e projections.Evidence) wire.Evidence {
+	return wire.Evidence{EvidenceID: e.ID, SHA256: e.SHA256, Size: e.Size, Kind: e.Kind,
+		CapturedAt: formatTime(e.CapturedAt)}
 }
 
 // taskCall: POST /device/tasks/{id}/… for every task-scoped operation.
@@ -215,8 +212,8 @@ func (s *Server) taskCall(op string) echo.HandlerFunc {
 			cmd.ExecutionID = f.uuid("execution_id", true)
 			cmd.Step = f.str("step", true)
 			cmd.ClientTime = f.optTimeMs("client_time")
-			if f.err == nil && !printable(cmd.Step, 64) {
-				f.fail(invalid("field \"step\" must be 1 to 64 printable ASCII characters"))
+			if f.err == nil {
+				f.fail(checkBody(&wire.HeartbeatRequest{Step: cmd.Step}, "step"))
 			}
 		default:
 			cmd.ExecutionID = f.uuid("execution_id", true)
@@ -225,9 +222,7 @@ func (s *Server) taskCall(op string) echo.HandlerFunc {
 		switch op {
 		case commands.OpAwaitConfirmation:
 			cmd.Reason = f.str("reason", true)
-			if len(cmd.Reason) > 256 {
-				f.fail(invalid("field \"reason\" must be at most 256 bytes"))
-			}
+			f.fail(checkBody(&wire.AwaitConfirmationRequest{Reason: cmd.Reason}, "reason"))
 		case commands.OpComplete:
 			res := f.object("result", true)
 			if f.err == nil {
@@ -241,11 +236,8 @@ func (s *Server) taskCall(op string) echo.HandlerFunc {
 		case commands.OpFail:
 			cmd.ReasonCode = f.str("reason_code", true)
 			cmd.Detail = f.str("detail", true)
-			if f.err == nil && !reasonCode(cmd.ReasonCode) {
-				f.fail(invalid("field \"reason_code\" must match [a-z0-9_]{1,64}"))
-			}
-			if len(cmd.Detail) > 256 {
-				f.fail(invalid("field \"detail\" must be at most 256 bytes"))
+			if f.err == nil {
+				f.fail(checkBody(&wire.FailRequest{ReasonCode: cmd.ReasonCode, Detail: cmd.Detail}, "reason_code", "detail"))
 			}
 		}
 		if err := f.done(); err != nil {

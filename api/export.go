@@ -21,12 +21,12 @@ type EventJSON struct {
 // RenderEvent renders e as the routes of api.md do (upcasting older body
 // schemas), for the audit commands.
 func RenderEvent(e *ledger.Event) (*EventJSON, error) {
-	doc, err := eventDoc(e, true)
+	body, err := eventBody(e)
 	if err != nil {
 		return nil, err
 	}
 	return &EventJSON{Seq: e.Seq, Stream: e.Stream, StreamVersion: e.StreamVersion, Type: string(e.Type), Schema: e.Schema,
-		At: doc["at"].(string), Actor: e.Actor, Body: doc["body"].(map[string]any)}, nil
+		At: formatTime(e.At), Actor: e.Actor, Body: body}, nil
 }
 
 // FormatTime writes Unix ms as RFC 3339 UTC with exactly three fractional

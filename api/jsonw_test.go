@@ -15,9 +15,9 @@ import (
 	"taskledger/projections"
 )
 
-// The answers written by jsonw are, byte for byte, what c.JSON wrote for
-// the same document as a map (the maps below are the answers as they were
-// built before jsonw: the oracle), with and without ?pretty.
+// The answers written by jsonw are, byte for byte, what c.JSON writes for
+// the same answer as its wire type (the oracle: taskReplyDoc, claimDoc,
+// presenceDoc, evidenceDoc, errorDoc), with and without ?pretty.
 func TestAnswersAreWhatEncodingJSONWrites(t *testing.T) {
 	strs := []string{"", "RUNNING", "a<b>&c", "<", ">", "&", `quote " and \ backslash`, "tab\tnew\nline\x01", "é ü 日本", "\u2028\u2029",
 		"bad \xff utf-8", "3f1c2a9e-8b7d-4c6e-9a5f-1e2d3c4b5a69"}
@@ -39,24 +39,24 @@ func TestAnswersAreWhatEncodingJSONWrites(t *testing.T) {
 			CancelRequested: i%2 == 0, Step: strs[(i+3)%len(strs)], SessionID: strs[(i+4)%len(strs)],
 			AuthorizationExpiresAt: times[(i+2)%len(times)], TokenOrigin: []string{events.TokenClient, events.TokenServer}[i%2],
 			AuthorizationID: s, Nonce: "n"}
-		docs = append(docs, doc{"reply " + s, oracleTaskReply(r), func() *jsonw { return writeTaskReply(newJSONW(), r) }})
+		docs = append(docs, doc{"reply " + s, taskReplyDoc(r), func() *jsonw { return writeTaskReply(newJSONW(), r) }})
 		for j, p := range payloads {
 			ct := &commands.ClaimedTask{Payload: p, Revision: nums[j%len(nums)], CreatedAt: times[j%len(times)], HasImage: j%2 == 1,
 				Takeover: []string{projections.TakeoverReclaim, projections.TakeoverManual, ""}[j%3]}
 			rec := &projections.IdemRecord{DeviceID: strs[j%len(strs)], Reply: r}
-			docs = append(docs, doc{"claim " + s + " " + p, oracleClaim(rec, ct, secret),
+			docs = append(docs, doc{"claim " + s + " " + p, claimDoc(rec, ct, secret),
 				func() *jsonw { return writeClaim(newJSONW(), rec, ct, secret) }})
 		}
 		for _, missing := range [][]string{nil, {}, {s, "camera_ok"}} {
 			pr := commands.PresenceReply{Claimable: i%2 == 1, MissingChecks: missing, PresenceExpiresAt: tm,
 				ActiveTaskID: strs[(i+5)%len(strs)], ActiveTaskMismatch: i%3 == 0}
-			docs = append(docs, doc{"presence " + s, oraclePresence(pr, times[(i+3)%len(times)]),
+			docs = append(docs, doc{"presence " + s, presenceDoc(pr, times[(i+3)%len(times)]),
 				func() *jsonw { return writePresence(newJSONW(), pr, times[(i+3)%len(times)]) }})
 		}
 		ev := projections.Evidence{ID: s, SHA256: strs[(i+1)%len(strs)], Size: int64(n >> 1), Kind: "screenshot", CapturedAt: tm}
 		docs = append(docs, doc{"evidence " + s, evidenceDoc(ev), func() *jsonw { return writeEvidence(newJSONW(), ev) }})
 		ae := newErr(http.StatusConflict, s, strs[(i+1)%len(strs)])
-		docs = append(docs, doc{"error " + s, map[string]string{"code": ae.Code, "message": ae.Message},
+		docs = append(docs, doc{"error " + s, errorDoc(ae),
 			func() *jsonw {
 				return newJSONW().open().key("code").str(ae.Code).key("message").str(ae.Message).close()
 			}})
@@ -96,55 +96,8 @@ func TestRawInvalidJSONIsAnError(t *testing.T) {
 	}
 }
 
-func oracleTaskReply(r *projections.Reply) map[string]any {
-	doc := map[string]any{
-		"task_id": r.TaskID, "state": r.State, "version": r.Version, "claim_generation": r.Generation,
-		"server_time": formatTime(r.ServerTime), "lease_expires_at": nullTime(r.LeaseExpiresAt),
-		"cancel_requested": r.CancelRequested,
-	}
-	if r.ExecutionID != "" {
-		doc["execution_id"] = r.ExecutionID
-	}
-	if r.Step != "" {
-		doc["step"] = r.Step
-	}
-	return doc
-}
-
-func oracleClaim(rec *projections.IdemRecord, t *commands.ClaimedTask, secret []byte) map[string]any {
-	r := rec.Reply
-	task := map[string]any{"id": r.TaskID, "payload": json.RawMessage(t.Payload), "revision": t.Revision,
-		"created_at": formatTime(t.CreatedAt)}
-	if t.HasImage {
-		task["reference_image_url"] = "/api/v1/device/tasks/" + r.TaskID + "/reference-image"
-	}
-	claim := map[string]any{"generation": r.Generation, "session_id": r.SessionID,
-		"lease_expires_at": formatTime(r.LeaseExpiresAt), "authorization_expires_at": formatTime(r.AuthorizationExpiresAt)}
-	if t.Takeover == projections.TakeoverManual {
-		claim["takeover"] = t.Takeover
-	}
-	if r.TokenOrigin == events.TokenServer {
-		claim["token"] = commands.ServerToken(secret, rec.DeviceID, r.TaskID, r.AuthorizationID, r.Generation, r.Nonce)
-	}
-	return map[string]any{"task": task, "claim": claim, "state": r.State, "version": r.Version,
-		"claim_generation": r.Generation, "server_time": formatTime(r.ServerTime),
-		"lease_expires_at": formatTime(r.LeaseExpiresAt)}
-}
-
-func oraclePresence(r commands.PresenceReply, now int64) map[string]any {
-	var active any
-	if r.ActiveTaskID != "" {
-		active = r.ActiveTaskID
-	}
-	return map[string]any{
-		"server_time": formatTime(now), "claimable": r.Claimable, "missing_checks": r.MissingChecks,
-		"presence_expires_at": formatTime(r.PresenceExpiresAt), "active_task_id": active,
-		"active_task_mismatch": r.ActiveTaskMismatch,
-	}
-}
-
-// writeTask writes, byte for byte, what c.JSON writes for taskDocIn (the
-// map the lists and provenance still use) for tasks in every shape.
+// writeTask writes, byte for byte, what c.JSON writes for taskDetail (the
+// typed document the lists use) for tasks in every shape.
 func TestTaskAnswerIsTheTaskDocument(t *testing.T) {
 	st := projections.New(projections.Config{})
 	st.Devices["d-revoked"] = &projections.Device{ID: "d-revoked", Status: projections.DeviceStatusRevoked}
@@ -185,7 +138,7 @@ func TestTaskAnswerIsTheTaskDocument(t *testing.T) {
 			tk.Evidence = []projections.Evidence{{ID: "e1", SHA256: "s", Size: 3, Kind: "screenshot", CapturedAt: 4}, {ID: "e2", Kind: "k"}}
 		}
 		if i%8 == 5 {
-			tk.Recovery = &projections.Recovery{Decision: "release", Reason: "why", At: 11}
+			tk.Recovery = &projections.Recovery{Decision: "requeue", Reason: "why", At: 11}
 		}
 		tasks = append(tasks, tk)
 	}
@@ -193,7 +146,7 @@ func TestTaskAnswerIsTheTaskDocument(t *testing.T) {
 	for i, tk := range tasks {
 		for _, now := range []int64{1700000000000, 1700000000600, 1800000000000} {
 			want, got := httptest.NewRecorder(), httptest.NewRecorder()
-			if err := e.NewContext(httptest.NewRequest("GET", "/", nil), want).JSON(200, taskDocIn(st, tk, now)); err != nil {
+			if err := e.NewContext(httptest.NewRequest("GET", "/", nil), want).JSON(200, taskDetail(st, tk, now)); err != nil {
 				t.Fatal(err)
 			}
 			if err := writeTask(newJSONW(), st, tk, now).send(e.NewContext(httptest.NewRequest("GET", "/", nil), got), 200); err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -66,7 +67,11 @@ func (s *Server) provenance(c echo.Context) error {
 			g := t.Claim.Generation
 			p.Generation = &g
 		}
-		for k, v := range taskDocIn(st, t, e.At) {
+		doc, err := taskDetailMap(st, t, e.At)
+		if err != nil {
+			return err
+		}
+		for k, v := range doc {
 			note := func(name string, v any) {
 				b, _ := json.Marshal(v)
 				if prev[name] != string(b) || fields[name].Seq == 0 {
@@ -75,7 +80,7 @@ func (s *Server) provenance(c echo.Context) error {
 				}
 			}
 			note(k, v)
-			if m, ok := v.(map[string]any); ok {
+			if m, ok := v.(map[string]any); ok && k != "payload" && k != "result" {
 				for sub, sv := range m {
 					note(k+"."+sub, sv)
 				}
@@ -87,4 +92,17 @@ func (s *Server) provenance(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"task_id": id, "fields": fields})
+}
+
+// taskDetailMap is taskDetail as a JSON object, member by member (numbers
+// kept as written).
+func taskDetailMap(st *projections.State, t *projections.Task, now int64) (map[string]any, error) {
+	raw, err := json.Marshal(taskDetail(st, t, now))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	return m, dec.Decode(&m)
 }

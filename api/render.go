@@ -9,6 +9,7 @@ import (
 	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
+	"taskledger/wire"
 )
 
 // authStatus is an authorization's status as shown at now.
@@ -25,113 +26,122 @@ func authStatus(t *projections.Task, now int64) string {
 	return projections.AuthActive
 }
 
-// taskDoc is the task detail document of api.md: never a token or hash.
-func taskDoc(t *projections.Task, now int64) map[string]any {
-	doc := map[string]any{
-		"id": t.ID, "state": t.State, "version": t.Version, "revision": t.Revision,
-		"payload": json.RawMessage(t.Payload), "created_at": formatTime(t.CreatedAt),
-		"updated_at": formatTime(t.UpdatedAt), "reference_image": nil, "authorization": nil,
-		"claim": nil, "execution": nil, "cancel_requested": t.CancelRequested, "result": nil,
-		"failure": nil, "late_reports": []any{}, "evidence": []any{}, "recovery": nil,
+// taskDetail is the task detail document (wire.TaskDetail) of t at now:
+// never a token or hash. writeTask writes the same bytes by hand for the
+// hot answers; TestTaskAnswerIsTheTaskDocument and FuzzTaskWriter hold it
+// to the typed encoding.
+func taskDetail(st *projections.State, t *projections.Task, now int64) wire.TaskDetail {
+	doc := wire.TaskDetail{
+		ID: t.ID, State: t.State, Version: t.Version, Revision: t.Revision,
+		Payload: json.RawMessage(t.Payload), CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
+		CancelRequested: t.CancelRequested, LateReports: []wire.LateReport{}, Evidence: []wire.Evidence{},
+		NeedsOperator: st.NeedsOperator(t, now),
+	}
+	if r := st.OperatorReason(t, now); r != "" {
+		doc.NeedsOperatorReason = &r
 	}
 	if t.Image != nil {
-		doc["reference_image"] = map[string]any{"sha256": t.Image.SHA256, "size": t.Image.Size}
+		doc.ReferenceImage = &wire.ReferenceImage{SHA256: t.Image.SHA256, Size: t.Image.Size}
 	}
-	if t.Auth != nil {
-		doc["authorization"] = map[string]any{"id": t.Auth.ID, "status": authStatus(t, now),
-			"expires_at": formatTime(t.Auth.ExpiresAt), "revision": t.Auth.Revision, "takeover": takeoverName(t.Auth.Takeover)}
+	if a := t.Auth; a != nil {
+		doc.Authorization = &wire.Authorization{ID: a.ID, Status: authStatus(t, now), ExpiresAt: formatTime(a.ExpiresAt),
+			Revision: a.Revision, Takeover: wire.Takeover(takeoverName(a.Takeover))}
 	}
-	if t.Claim != nil {
-		doc["claim"] = map[string]any{"generation": t.Claim.Generation, "device_id": t.Claim.DeviceID,
-			"session_id": t.Claim.SessionID, "lease_expires_at": formatTime(t.Claim.LeaseExpiresAt),
-			"token_origin": t.Claim.TokenOrigin}
+	if cl := t.Claim; cl != nil {
+		doc.Claim = &wire.Claim{Generation: cl.Generation, DeviceID: cl.DeviceID, SessionID: cl.SessionID,
+			LeaseExpiresAt: formatTime(cl.LeaseExpiresAt), TokenOrigin: wire.TokenOrigin(cl.TokenOrigin)}
 	}
-	if t.Exec != nil {
-		doc["execution"] = map[string]any{"id": t.Exec.ID, "started_at": formatTime(t.Exec.StartedAt),
-			"lease_expires_at": formatTime(t.Exec.Lease()), "step": nullStr(t.Exec.Step),
-			"last_seen_at": formatTime(t.Exec.Seen())}
+	if x := t.Exec; x != nil {
+		doc.Execution = &wire.Execution{ID: x.ID, StartedAt: formatTime(x.StartedAt), LeaseExpiresAt: formatTime(x.Lease()),
+			LastSeenAt: formatTime(x.Seen())}
+		if x.Step != "" {
+			step := x.Step
+			doc.Execution.Step = &step
+		}
 	}
 	if t.Result != nil {
-		doc["result"] = json.RawMessage(*t.Result)
+		r := json.RawMessage(*t.Result)
+		doc.Result = &r
 	}
-	if t.Failure != nil {
-		doc["failure"] = map[string]any{"reason_code": t.Failure.ReasonCode, "detail": t.Failure.Detail}
+	if f := t.Failure; f != nil {
+		doc.Failure = &wire.Failure{ReasonCode: f.ReasonCode, Detail: f.Detail}
 	}
-	lates := []any{}
 	for _, l := range t.LateReports {
-		lr := map[string]any{"at": formatTime(l.At), "device_id": l.DeviceID, "claim_generation": l.Generation,
-			"execution_id": l.ExecutionID, "outcome": l.Outcome}
+		lr := wire.LateReport{At: formatTime(l.At), DeviceID: l.DeviceID, ClaimGeneration: l.Generation,
+			ExecutionID: l.ExecutionID, Outcome: l.Outcome}
 		if l.Outcome == commands.OpComplete {
-			lr["result"] = json.RawMessage(l.Result)
+			lr.Result = json.RawMessage(l.Result)
 		} else {
-			lr["reason_code"], lr["detail"] = l.ReasonCode, l.Detail
+			code, detail := l.ReasonCode, l.Detail
+			lr.ReasonCode, lr.Detail = &code, &detail
 		}
-		lates = append(lates, lr)
+		doc.LateReports = append(doc.LateReports, lr)
 	}
-	doc["late_reports"] = lates
-	evs := []any{}
 	for _, e := range t.Evidence {
-		evs = append(evs, evidenceDoc(e))
+		doc.Evidence = append(doc.Evidence, evidenceDoc(e))
 	}
-	doc["evidence"] = evs
-	if t.Recovery != nil {
-		doc["recovery"] = map[string]any{"decision": t.Recovery.Decision, "reason": t.Recovery.Reason,
-			"at": formatTime(t.Recovery.At)}
+	if r := t.Recovery; r != nil {
+		doc.Recovery = &wire.Recovery{Decision: wire.RecoveryDecision(r.Decision), Reason: r.Reason, At: formatTime(r.At)}
 	}
 	return doc
 }
 
-func nullStr(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // deviceDoc is the device document: never the token or its hash.
-func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *commands.Config) map[string]any {
+func deviceDoc(st *projections.State, d *projections.Device, now int64, cfg *commands.Config) wire.Device {
 	required := commands.RequiredChecks(d, cfg)
 	if required == nil {
 		required = []string{}
 	}
-	doc := map[string]any{"device_id": d.ID, "owner_id": d.OwnerID, "name": d.Name, "status": d.Status,
-		"required_checks": required, "registered_at": formatTime(d.RegisteredAt), "presence": nil, "open_task_id": nil}
+	doc := wire.Device{DeviceID: d.ID, OwnerID: d.OwnerID, Name: d.Name, Status: d.Status,
+		RequiredChecks: required, RegisteredAt: formatTime(d.RegisteredAt)}
 	if d.Status == projections.DeviceStatusRevoked {
-		doc["revoked_at"], doc["revoke_reason"] = formatTime(d.RevokedAt), d.RevokeReason
+		reason := d.RevokeReason
+		doc.RevokedAt, doc.RevokeReason = formatTime(d.RevokedAt), &reason
 	}
 	if p := st.Presence[d.ID]; p != nil {
 		checks := p.Checks
 		if checks == nil {
 			checks = map[string]bool{}
 		}
-		doc["presence"] = map[string]any{"app_version": p.AppVersion, "os_version": p.OSVersion,
-			"target_app_version": p.TargetAppVersion, "checks": checks, "last_seen_at": formatTime(p.ReceivedAt),
-			"claimable": d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg),
-			"online":    !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
+		doc.Presence = &wire.DevicePresence{AppVersion: p.AppVersion, OSVersion: p.OSVersion,
+			TargetAppVersion: p.TargetAppVersion, Checks: checks, LastSeenAt: formatTime(p.ReceivedAt),
+			Claimable: d.Status == projections.DeviceStatusActive && commands.Ready(d, p, now, cfg),
+			Online:    !p.Restored && now < p.ReceivedAt+cfg.PresenceTTL.Milliseconds()}
 	}
 	if t := st.Tasks[d.OpenTask]; t != nil && t.Claim != nil && t.Claim.DeviceID == d.ID {
-		doc["open_task_id"] = t.ID
+		id := t.ID
+		doc.OpenTaskID = &id
 	}
 	return doc
 }
 
 // eventDoc renders an event for the history routes and export: the body as
 // JSON with its secret-bearing fields (token hashes, nonces) left out.
-func eventDoc(e *ledger.Event, global bool) (map[string]any, error) {
+func eventDoc(e *ledger.Event, global bool) (wire.Event, error) {
+	bm, err := eventBody(e)
+	if err != nil {
+		return wire.Event{}, err
+	}
+	raw, err := json.Marshal(bm)
+	if err != nil {
+		return wire.Event{}, err
+	}
+	doc := wire.Event{Seq: e.Seq, Type: string(e.Type), Schema: int(e.Schema), At: formatTime(e.At),
+		Actor: wire.Actor{Kind: e.Actor.Kind, ID: e.Actor.ID, Owner: e.Actor.Owner}, Body: raw}
+	if global {
+		sv := e.StreamVersion
+		doc.Stream, doc.StreamVersion = e.Stream, &sv
+	}
+	return doc, nil
+}
+
+// eventBody is e's body as a JSON document (bodyJSON).
+func eventBody(e *ledger.Event) (map[string]any, error) {
 	body, err := events.DecodeBody(e.Type, e.Schema, e.Body)
 	if err != nil {
 		return nil, err
 	}
-	bm, err := bodyJSON(body)
-	if err != nil {
-		return nil, err
-	}
-	doc := map[string]any{"seq": e.Seq, "type": string(e.Type), "schema": e.Schema, "at": formatTime(e.At),
-		"actor": e.Actor, "body": bm}
-	if global {
-		doc["stream"], doc["stream_version"] = e.Stream, e.StreamVersion
-	}
-	return doc, nil
+	return bodyJSON(body)
 }
 
 // bodyJSON turns a decoded body into its JSON document: fields tagged
@@ -171,10 +181,10 @@ func fixBody(m map[string]any) {
 	}
 }
 
-// writeTask writes taskDocIn(st, t, now) with jsonw, keys in sorted order
+// writeTask writes taskDetail(st, t, now) with jsonw, keys in sorted order
 // (the answers of create, cancel and the other admin task commands, and
 // of GET /admin/tasks/{id}); TestTaskAnswerIsTheTaskDocument holds it to
-// the map.
+// the typed encoding.
 func writeTask(w *jsonw, st *projections.State, t *projections.Task, now int64) *jsonw {
 	w.open().key("authorization")
 	if a := t.Auth; a != nil {

@@ -73,7 +73,6 @@ func idemKey(c echo.Context) (string, error) {
 var (
 	base64URL = byteClass("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 	lowerHex  = byteClass("0123456789abcdef")
-	nameChars = byteClass("abcdefghijklmnopqrstuvwxyz0123456789_")
 )
 
 type class [256]bool

@@ -39,15 +39,6 @@ func needsOperatorQuery(v string, present bool) (*bool, error) {
 	return &b, nil
 }
 
-// taskDocIn is the task detail document with the fields that need the
-// rest of the state (needs_operator: the holder may have been revoked).
-func taskDocIn(st *projections.State, t *projections.Task, now int64) map[string]any {
-	doc := taskDoc(t, now)
-	doc["needs_operator"] = st.NeedsOperator(t, now)
-	doc["needs_operator_reason"] = operatorReason(st, t, now)
-	return doc
-}
-
 // listNeedingOperator answers GET /admin/tasks?needs_operator=true from the
 // set of held tasks (at most one per device), never a walk of every task, with the same order, cursor and other filters as the list.
 func (s *Server) listNeedingOperator(c echo.Context, state wire.State, device, limitQ, cursorQ string) error {
@@ -59,8 +50,7 @@ func (s *Server) listNeedingOperator(c echo.Context, state wire.State, device, l
 	if err != nil {
 		return invalid("cursor must be a value returned as next_cursor")
 	}
-	tasks := []any{}
-	var next any
+	page := wire.TaskPage{Tasks: []wire.TaskDetail{}}
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		var found []*projections.Task
 		st.HeldTasks(func(t *projections.Task) bool {
@@ -73,13 +63,14 @@ func (s *Server) listNeedingOperator(c echo.Context, state wire.State, device, l
 		slices.SortFunc(found, func(a, b *projections.Task) int { return -cmpUint(a.CreateSeq, b.CreateSeq) })
 		for i, t := range found {
 			if i == int(limit) {
-				next = strconv.FormatUint(t.CreateSeq+1, 10)
+				next := strconv.FormatUint(t.CreateSeq+1, 10)
+				page.NextCursor = &next
 				break
 			}
-			tasks = append(tasks, taskDocIn(st, t, now))
+			page.Tasks = append(page.Tasks, taskDetail(st, t, now))
 		}
 	})
-	return c.JSON(http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+	return c.JSON(http.StatusOK, page)
 }
 
 func cmpUint(a, b uint64) int {
@@ -99,15 +90,6 @@ func (m *Metrics) WatchNeedingOperator(count func() int) {
 	_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskledger_tasks_needing_operator",
 		Help: "Tasks no device may move any more (needs_operator: manual takeover, revoked holder, authorization ended with the claim lease, running lease expired)."},
 		func() float64 { return float64(count()) }))
-}
-
-// operatorReason is the task detail's needs_operator_reason: the reason
-// string, or nil when the task does not need an operator.
-func operatorReason(st *projections.State, t *projections.Task, now int64) any {
-	if r := st.OperatorReason(t, now); r != "" {
-		return r
-	}
-	return nil
 }
 
 // takeoverName is an authorization's takeover policy as shown: "reclaim"

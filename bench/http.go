@@ -9,13 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+
+	"taskledger/wire"
 )
 
 // HTTP drives a running server through the api.md contract. The
@@ -132,9 +133,7 @@ func (h *HTTP) post(ctx context.Context, path, token string, body []byte, key, c
 		return status, nil
 	}
 	if status != want {
-		var e struct {
-			Code string `json:"code"`
-		}
+		var e wire.Error
 		_ = json.Unmarshal(data, &e)
 		return status, fmt.Errorf("%w: POST %s: %d %s", ErrUnexpected, path, status, e.Code)
 	}
@@ -172,41 +171,21 @@ func (h *HTTP) roundTrip(ctx context.Context, path string, hdr []string, body []
 	return res.StatusCode, err
 }
 
-// body appends a JSON object's members: pairs of a key and a value that
-// is a string, a uint64 or a bool (the generator's bodies need no more).
-func body(pairs ...any) []byte {
-	b := make([]byte, 0, 192)
-	b = append(b, '{')
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendQuote(b, pairs[i].(string))
-		b = append(b, ':')
-		switch v := pairs[i+1].(type) {
-		case string:
-			b = strconv.AppendQuote(b, v) // the generator's strings are plain ASCII
-		case uint64:
-			b = strconv.AppendUint(b, v, 10)
-		case bool:
-			b = strconv.AppendBool(b, v)
-		case json.RawMessage:
-			b = append(b, v...)
-		}
+// body is a request body: a wire request type as JSON (the types always
+// marshal: their raw members are constants here).
+func body(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
-	return append(b, '}')
+	return b
 }
 
 // RegisterDevice implements Driver.
 func (h *HTTP) RegisterDevice(ctx context.Context) (*Device, error) {
-	var out struct {
-		DeviceID string `json:"device_id"`
-		OwnerID  string `json:"owner_id"`
-		Token    string `json:"token"`
-	}
+	var out wire.Device
 	_, err := h.post(ctx, "/admin/devices", h.AdminToken,
-		body("owner_id", uuid.NewString(), "name", "bench-device",
-			"required_checks", json.RawMessage(`["accessibility_connected","target_app_installed"]`)),
+		body(wire.RegisterDeviceRequest{OwnerID: uuid.NewString(), Name: "bench-device", RequiredChecks: []string{"accessibility_connected", "target_app_installed"}}),
 		h.keys.next(), "", http.StatusCreated, &out)
 	if err != nil {
 		return nil, err
@@ -215,62 +194,42 @@ func (h *HTTP) RegisterDevice(ctx context.Context) (*Device, error) {
 }
 
 // createBody is every created task's body.
-var createBody = body("payload", json.RawMessage(taskPayload), "authorize", json.RawMessage(`{"ttl_seconds":86400}`))
+var createBody = body(wire.CreateTaskRequest{Payload: json.RawMessage(taskPayload), Authorize: &wire.AuthorizeOptions{TTLSeconds: 86400}})
 
 // CreateTask implements Driver.
 func (h *HTTP) CreateTask(ctx context.Context) (string, error) {
-	var out struct {
-		ID string `json:"id"`
-	}
+	var out wire.TaskDetail
 	_, err := h.post(ctx, "/admin/tasks", h.AdminToken, createBody, h.keys.next(), "", http.StatusCreated, &out)
 	return out.ID, err
 }
 
-// presenceChecks is requiredChecks as JSON.
-var presenceChecks = func() json.RawMessage { b, _ := json.Marshal(requiredChecks); return b }()
-
 // Presence implements Driver.
 func (h *HTTP) Presence(ctx context.Context, d *Device) error {
-	var out struct {
-		Claimable bool `json:"claimable"`
-	}
-	_, err := h.post(ctx, "/device/heartbeat", d.Token, body("device_id", d.ID, "app_version", "1.0.0",
-		"os_version", "Android 14", "target_app_version", "7.1.0", "checks", presenceChecks), "", "", http.StatusOK, &out)
+	var out wire.PresenceAnswer
+	_, err := h.post(ctx, "/device/heartbeat", d.Token, body(wire.PresenceRequest{DeviceID: d.ID, AppVersion: "1.0.0",
+		OSVersion: "Android 14", TargetAppVersion: "7.1.0", Checks: requiredChecks}), "", "", http.StatusOK, &out)
 	if err == nil && !out.Claimable {
 		err = fmt.Errorf("%w: presence not claimable", ErrUnexpected)
 	}
 	return err
 }
 
-// taskAnswer is the part of a device task response the generator uses.
-type taskAnswer struct {
-	TaskID          string `json:"task_id"`
-	Version         uint64 `json:"version"`
-	Generation      uint64 `json:"claim_generation"`
-	ExecutionID     string `json:"execution_id"`
-	CancelRequested bool   `json:"cancel_requested"`
-	Task            struct {
-		ID string `json:"id"`
-	} `json:"task"`
-}
-
 // Claim implements Driver.
 func (h *HTTP) Claim(ctx context.Context, d *Device) (*Claim, error) {
 	tok := NewClaimToken()
-	var out taskAnswer
-	status, err := h.post(ctx, "/device/tasks/claim-next", d.Token, body("device_id", d.ID, "session_id", d.Session),
+	var out wire.ClaimAnswer
+	status, err := h.post(ctx, "/device/tasks/claim-next", d.Token, body(wire.ClaimRequest{DeviceID: d.ID, SessionID: d.Session}),
 		h.keys.next(), tok, http.StatusOK, &out)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err
 	}
-	return &Claim{TaskID: out.Task.ID, Token: tok, Generation: out.Generation, Version: out.Version}, nil
+	return &Claim{TaskID: out.Task.ID, Token: tok, Generation: out.ClaimGeneration, Version: out.Version}, nil
 }
 
-// call sends a task-scoped command: device_id, claim_generation and the
-// extra members.
-func (h *HTTP) call(ctx context.Context, op string, d *Device, c *Claim, extra ...any) (*taskAnswer, error) {
-	var out taskAnswer
-	b := body(append([]any{"device_id", d.ID, "claim_generation", c.Generation}, extra...)...)
+// call sends a task-scoped command with the body req.
+func (h *HTTP) call(ctx context.Context, op string, d *Device, c *Claim, req any) (*wire.DeviceTaskAnswer, error) {
+	var out wire.DeviceTaskAnswer
+	b := body(req)
 	if _, err := h.post(ctx, "/device/tasks/"+c.TaskID+"/"+op, d.Token, b, h.keys.next(), c.Token, http.StatusOK, &out); err != nil {
 		return nil, err
 	}
@@ -280,13 +239,13 @@ func (h *HTTP) call(ctx context.Context, op string, d *Device, c *Claim, extra .
 
 // Release implements Driver.
 func (h *HTTP) Release(ctx context.Context, d *Device, c *Claim) error {
-	_, err := h.call(ctx, "release", d, c, "expected_version", c.Version)
+	_, err := h.call(ctx, "release", d, c, wire.ClaimVersionRequest{DeviceID: d.ID, ClaimGeneration: c.Generation, ExpectedVersion: c.Version})
 	return err
 }
 
 // Start implements Driver.
 func (h *HTTP) Start(ctx context.Context, d *Device, c *Claim) error {
-	out, err := h.call(ctx, "start", d, c, "expected_version", c.Version)
+	out, err := h.call(ctx, "start", d, c, wire.ClaimVersionRequest{DeviceID: d.ID, ClaimGeneration: c.Generation, ExpectedVersion: c.Version})
 	if err == nil {
 		c.ExecutionID = out.ExecutionID
 	}
@@ -295,7 +254,8 @@ func (h *HTTP) Start(ctx context.Context, d *Device, c *Claim) error {
 
 // Heartbeat implements Driver.
 func (h *HTTP) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, error) {
-	out, err := h.call(ctx, "heartbeat", d, c, "execution_id", c.ExecutionID, "step", c.Step)
+	out, err := h.call(ctx, "heartbeat", d, c, wire.HeartbeatRequest{DeviceID: d.ID, ClaimGeneration: c.Generation,
+		ExecutionID: c.ExecutionID, Step: c.Step})
 	if err != nil {
 		return false, err
 	}
@@ -303,7 +263,7 @@ func (h *HTTP) Heartbeat(ctx context.Context, d *Device, c *Claim) (bool, error)
 }
 
 // cancelBody is every operator cancel's body.
-var cancelBody = body("reason", "bench")
+var cancelBody = body(wire.CancelRequest{Reason: "bench"})
 
 // Cancel implements Driver.
 func (h *HTTP) Cancel(ctx context.Context, taskID string) error {
@@ -313,6 +273,7 @@ func (h *HTTP) Cancel(ctx context.Context, taskID string) error {
 
 // CancelAck implements Driver.
 func (h *HTTP) CancelAck(ctx context.Context, d *Device, c *Claim) error {
-	_, err := h.call(ctx, "cancel-ack", d, c, "execution_id", c.ExecutionID, "expected_version", c.Version)
+	_, err := h.call(ctx, "cancel-ack", d, c, wire.ExecutionRequest{DeviceID: d.ID, ClaimGeneration: c.Generation,
+		ExecutionID: c.ExecutionID, ExpectedVersion: c.Version})
 	return err
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"taskledger/wire"
 )
 
 // Size limits of requests and responses.
@@ -290,14 +292,13 @@ func classify(op string, r *response, allowed []int) error {
 	if !isJSON(r.header) {
 		return unknown(op, st, r.retryAfter, "error body is not application/json")
 	}
-	o, err := parseObj(r.body)
-	if err != nil {
+	var e wire.Error
+	if err := answerJSON.Decode(r.body, &e); err != nil {
 		return unknown(op, st, r.retryAfter, "error body: %v", err)
 	}
-	code := o.match("code", codeRE, "a stable code")
-	msg := o.str("message")
-	if err := o.done(); err != nil {
-		return unknown(op, st, r.retryAfter, "error body: %v", err)
+	code, msg := e.Code, e.Message
+	if !codeRE.MatchString(code) {
+		return unknown(op, st, r.retryAfter, "error body: code %q is not a stable code", code)
 	}
 	if want, ok := errorCodes[code]; ok && want != st {
 		return unknown(op, st, r.retryAfter, "error code %q does not go with status %d", code, st)

@@ -15,31 +15,19 @@ import (
 // Heartbeat sends the presence heartbeat (no Idempotency-Key).
 func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, error) {
 	const op = "heartbeat"
-	if len(p.Checks) == 0 || len(p.Checks) > 16 {
-		return PresenceResult{}, fmt.Errorf("%w: 1-16 checks required", ErrInvalidCall)
-	}
-	for name := range p.Checks {
-		if !checkNameRE.MatchString(name) {
-			return PresenceResult{}, fmt.Errorf("%w: check name %q", ErrInvalidCall, name)
-		}
-	}
-	for _, v := range []string{p.AppVersion, p.OSVersion, p.TargetAppVersion} {
-		if !printable(v, 1, 64) {
-			return PresenceResult{}, fmt.Errorf("%w: versions must be 1-64 printable ASCII", ErrInvalidCall)
-		}
-	}
-	body := map[string]any{
-		"device_id": c.deviceID, "app_version": p.AppVersion, "os_version": p.OSVersion,
-		"target_app_version": p.TargetAppVersion, "checks": p.Checks, "active_task_id": nil,
-	}
+	body := wire.PresenceRequest{DeviceID: c.deviceID, AppVersion: p.AppVersion, OSVersion: p.OSVersion,
+		TargetAppVersion: p.TargetAppVersion, Checks: p.Checks}
 	if p.ActiveTaskID != "" {
-		if !IsUUID(p.ActiveTaskID) {
-			return PresenceResult{}, fmt.Errorf("%w: active task id", ErrInvalidCall)
-		}
-		body["active_task_id"] = p.ActiveTaskID
+		body.ActiveTaskID = &p.ActiveTaskID
 	}
 	if !p.ClientTime.IsZero() {
-		body["client_time"] = FormatTime(p.ClientTime)
+		t := FormatTime(p.ClientTime)
+		body.ClientTime = &t
+	}
+	// The server's constraints, from the wire type's tags: checked here so
+	// a bad call never reaches the network.
+	if err := wire.Check(body, "active_task_id", "app_version", "checks", "client_time", "os_version", "target_app_version"); err != nil {
+		return PresenceResult{}, fmt.Errorf("%w: %v", ErrInvalidCall, err)
 	}
 	data, _ := json.Marshal(body)
 	r, err := c.send(ctx, request{op: op, method: http.MethodPost, path: "/device/heartbeat", body: data}, MaxJSONResponse)
@@ -49,33 +37,33 @@ func (c *Client) Heartbeat(ctx context.Context, p Presence) (PresenceResult, err
 	if r.status != http.StatusOK {
 		return PresenceResult{}, classify(op, r, presenceStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return PresenceResult{}, err
+	if !isJSON(r.header) {
+		return PresenceResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	var out PresenceResult
-	out.ServerTime = o.time("server_time")
-	out.Claimable = o.boolean("claimable")
-	out.MissingChecks = o.stringList("missing_checks", checkNameRE)
-	out.PresenceExpiresAt = o.time("presence_expires_at")
-	if o.has("active_task_id") && !o.isNull("active_task_id") {
-		out.ActiveTaskID = o.uuid("active_task_id")
-	} else {
-		o.raw("active_task_id")
-	}
-	out.ActiveTaskMismatch = o.boolean("active_task_mismatch")
-	if err := o.done(); err != nil {
+	// The answer is read as its wire type, held to the type's members and
+	// tags (wire.Strict.Decode), then to the exact time layout the server
+	// writes.
+	var a wire.PresenceAnswer
+	if err := answerJSON.Decode(r.body, &a); err != nil {
 		return PresenceResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	out := PresenceResult{Claimable: a.Claimable, MissingChecks: a.MissingChecks, ActiveTaskMismatch: a.ActiveTaskMismatch}
+	var terr error
+	if out.ServerTime, terr = ParseTime(a.ServerTime); terr == nil {
+		out.PresenceExpiresAt, terr = ParseTime(a.PresenceExpiresAt)
+	}
+	if terr != nil {
+		return PresenceResult{}, unknown(op, r.status, 0, "%v", terr)
+	}
+	if a.ActiveTaskID != nil {
+		out.ActiveTaskID = *a.ActiveTaskID
 	}
 	return out, nil
 }
 
 // ClaimBody is the exact claim-next body.
 func (c *Client) ClaimBody(sessionID string) []byte {
-	data, _ := json.Marshal(struct {
-		DeviceID  string `json:"device_id"`
-		SessionID string `json:"session_id"`
-	}{c.deviceID, sessionID})
+	data, _ := json.Marshal(wire.ClaimRequest{DeviceID: c.deviceID, SessionID: sessionID})
 	return data
 }
 
@@ -109,46 +97,31 @@ func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error)
 	default:
 		return ClaimResult{}, classify(op, r, claimStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return ClaimResult{}, err
+	if !isJSON(r.header) {
+		return ClaimResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	cl := &Claim{}
-	t := o.object("task")
-	cl.TaskID = t.uuid("id")
-	cl.Payload = t.raw("payload")
-	if len(cl.Payload) > 0 && cl.Payload[0] != '{' {
-		t.fail("payload", "not an object")
-	}
-	cl.Revision = t.integer("revision", 1)
-	cl.CreatedAt = t.time("created_at")
-	if t.has("reference_image_url") {
-		cl.ReferenceImageURL = t.str("reference_image_url")
-		if t.err == nil && cl.ReferenceImageURL != "/api/v1/device/tasks/"+cl.TaskID+"/reference-image" {
-			t.fail("reference_image_url", "unexpected value")
-		}
-	}
-	k := o.object("claim")
-	cl.Generation = k.integer("generation", 1)
-	cl.SessionID = k.uuid("session_id")
-	if k.has("token") {
-		cl.ServerToken = k.match("token", hex64RE, "a server-issued claim token")
-	}
-	cl.LeaseExpiresAt = k.time("lease_expires_at")
-	cl.AuthorizationExpiresAt = k.time("authorization_expires_at")
-	if k.has("takeover") {
-		cl.Takeover = k.str("takeover")
-		if k.err == nil && cl.Takeover != "reclaim" && cl.Takeover != "manual" {
-			k.fail("takeover", "not reclaim or manual")
-		}
-	}
-	cl.State = wire.State(o.str("state"))
-	cl.Version = o.integer("version", 1)
-	gen := o.integer("claim_generation", 1)
-	cl.ServerTime = o.time("server_time")
-	lease := o.time("lease_expires_at")
-	if err := o.done(t, k); err != nil {
+	// The answer is read as its wire type (wire.Strict.Decode: members,
+	// types and tags), then held to the exact time layout and to the call.
+	var a wire.ClaimAnswer
+	if err := answerJSON.Decode(r.body, &a); err != nil {
 		return ClaimResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	cl := &Claim{TaskID: a.Task.ID, Payload: a.Task.Payload, Revision: int64(a.Task.Revision),
+		ReferenceImageURL: a.Task.ReferenceImageURL, Generation: int64(a.Claim.Generation), SessionID: a.Claim.SessionID,
+		ServerToken: a.Claim.Token, Takeover: string(a.Claim.Takeover), State: a.State, Version: int64(a.Version)}
+	gen := int64(a.ClaimGeneration)
+	var lease time.Time
+	for _, tm := range []struct {
+		dst *time.Time
+		s   string
+	}{{&cl.CreatedAt, a.Task.CreatedAt}, {&cl.LeaseExpiresAt, a.Claim.LeaseExpiresAt},
+		{&cl.AuthorizationExpiresAt, a.Claim.AuthorizationExpiresAt}, {&cl.ServerTime, a.ServerTime}, {&lease, a.LeaseExpiresAt}} {
+		if *tm.dst, err = ParseTime(tm.s); err != nil {
+			return ClaimResult{}, unknown(op, r.status, 0, "%v", err)
+		}
+	}
+	if cl.ReferenceImageURL != "" && cl.ReferenceImageURL != "/api/v1/device/tasks/"+cl.TaskID+"/reference-image" {
+		return ClaimResult{}, unknown(op, r.status, 0, "reference_image_url: unexpected value")
 	}
 	switch {
 	case cl.State != StateClaimed:
@@ -175,59 +148,70 @@ func (c *Client) Claim(ctx context.Context, call ClaimCall) (ClaimResult, error)
 
 // RenewBody builds the lease/renew body.
 func (c *Client) RenewBody(gen int64, sessionID string, expectedLease time.Time) []byte {
-	return c.body(gen, map[string]any{"session_id": sessionID, "expected_lease_expires_at": FormatTime(expectedLease)})
+	return marshal(wire.RenewRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), SessionID: sessionID,
+		ExpectedLeaseExpiresAt: FormatTime(expectedLease)})
 }
 
 // ReleaseBody builds the release body.
 func (c *Client) ReleaseBody(gen, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"expected_version": expectedVersion})
+	return marshal(wire.ClaimVersionRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExpectedVersion: uint64(expectedVersion)})
 }
 
 // StartBody builds the start body.
 func (c *Client) StartBody(gen, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"expected_version": expectedVersion})
+	return marshal(wire.ClaimVersionRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExpectedVersion: uint64(expectedVersion)})
 }
 
 // HeartbeatBody builds the running heartbeat body; clientTime is omitted
 // when zero.
 func (c *Client) HeartbeatBody(gen int64, executionID, step string, clientTime time.Time) []byte {
-	m := map[string]any{"execution_id": executionID, "step": step}
+	b := wire.HeartbeatRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID, Step: step}
 	if !clientTime.IsZero() {
-		m["client_time"] = FormatTime(clientTime)
+		t := FormatTime(clientTime)
+		b.ClientTime = &t
 	}
-	return c.body(gen, m)
+	return marshal(b)
 }
 
 // AwaitConfirmationBody builds the await-confirmation body.
 func (c *Client) AwaitConfirmationBody(gen int64, executionID string, expectedVersion int64, reason string) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion, "reason": reason})
+	return marshal(wire.AwaitConfirmationRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion), Reason: reason})
 }
 
 // ResumeBody builds the resume body.
 func (c *Client) ResumeBody(gen int64, executionID string, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion})
+	return c.execution(gen, executionID, expectedVersion)
 }
 
 // CompleteBody builds the complete body; result must be a JSON object.
 func (c *Client) CompleteBody(gen int64, executionID string, expectedVersion int64, result json.RawMessage) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion, "result": result})
+	return marshal(wire.CompleteRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion), Result: result})
 }
 
 // FailBody builds the fail body.
 func (c *Client) FailBody(gen int64, executionID string, expectedVersion int64, reasonCode, detail string) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion,
-		"reason_code": reasonCode, "detail": detail})
+	return marshal(wire.FailRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion), ReasonCode: reasonCode, Detail: detail})
 }
 
 // CancelAckBody builds the cancel-ack body.
 func (c *Client) CancelAckBody(gen int64, executionID string, expectedVersion int64) []byte {
-	return c.body(gen, map[string]any{"execution_id": executionID, "expected_version": expectedVersion})
+	return c.execution(gen, executionID, expectedVersion)
 }
 
-func (c *Client) body(gen int64, m map[string]any) []byte {
-	m["device_id"] = c.deviceID
-	m["claim_generation"] = gen
-	data, _ := json.Marshal(m) // map keys are sorted: deterministic bytes
+func (c *Client) execution(gen int64, executionID string, expectedVersion int64) []byte {
+	return marshal(wire.ExecutionRequest{DeviceID: c.deviceID, ClaimGeneration: uint64(gen), ExecutionID: executionID,
+		ExpectedVersion: uint64(expectedVersion)})
+}
+
+// marshal writes a request body: the wire types declare their fields in
+// name order, so the bytes are deterministic (keys sorted, as the maps
+// wrote them before); nil when a raw result is not JSON (the call refuses
+// an empty body).
+func marshal(body any) []byte {
+	data, _ := json.Marshal(body)
 	return data
 }
 
@@ -256,34 +240,33 @@ func (c *Client) Task(ctx context.Context, call TaskCall) (TaskResult, error) {
 	if r.status != http.StatusOK {
 		return TaskResult{}, classify(op, r, taskStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return TaskResult{}, err
+	if !isJSON(r.header) {
+		return TaskResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	var out TaskResult
-	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
-	out.TaskID = o.uuid("task_id")
-	out.State = wire.State(o.str("state"))
-	out.Version = o.integer("version", 1)
-	out.ClaimGeneration = o.integer("claim_generation", 1)
-	if o.has("execution_id") {
-		out.ExecutionID = o.uuid("execution_id")
+	// The answer is read as its wire type (wire.Strict.Decode: members,
+	// types and tags), then held to the exact time layout and to the call.
+	var a wire.DeviceTaskAnswer
+	if err := answerJSON.Decode(r.body, &a); err != nil {
+		return TaskResult{}, unknown(op, r.status, 0, "%v", err)
 	}
-	out.ServerTime = o.time("server_time")
-	if o.has("lease_expires_at") && o.isNull("lease_expires_at") {
-		if out.State == StateClaimed || out.State == StateRunning || out.State == StateWaitingConfirmation {
-			o.fail("lease_expires_at", "null for an open task")
-		}
-	} else {
-		out.LeaseExpiresAt = o.time("lease_expires_at")
+	out := TaskResult{Replayed: r.header.Get("Idempotent-Replayed") == "true", TaskID: a.TaskID, State: a.State,
+		Version: int64(a.Version), ClaimGeneration: int64(a.ClaimGeneration), ExecutionID: a.ExecutionID,
+		CancelRequested: a.CancelRequested, Step: a.Step}
+	var terr error
+	if out.ServerTime, terr = ParseTime(a.ServerTime); terr == nil && a.LeaseExpiresAt != nil {
+		out.LeaseExpiresAt, terr = ParseTime(*a.LeaseExpiresAt)
 	}
-	out.CancelRequested = o.boolean("cancel_requested")
-	if call.Op == OpHeartbeat || o.has("step") {
+	switch {
+	case terr != nil:
+		err = terr
+	case a.LeaseExpiresAt == nil && (out.State == StateClaimed || out.State == StateRunning || out.State == StateWaitingConfirmation):
+		err = fmt.Errorf("lease_expires_at is null for an open task")
+	case call.Op == OpHeartbeat && a.Step == "":
 		// Required on heartbeat answers; tolerated on others (the running
 		// execution's last step).
-		out.Step = o.str("step")
+		err = fmt.Errorf("heartbeat answer without step")
 	}
-	if err := o.done(); err != nil {
+	if err != nil {
 		return TaskResult{}, unknown(op, r.status, 0, "%v", err)
 	}
 	switch {
@@ -332,18 +315,16 @@ func (c *Client) Evidence(ctx context.Context, call EvidenceCall) (EvidenceResul
 	if r.status != http.StatusCreated {
 		return EvidenceResult{}, classify(op, r, evidenceStatuses)
 	}
-	o, err := jsonOK(op, r)
-	if err != nil {
-		return EvidenceResult{}, err
+	if !isJSON(r.header) {
+		return EvidenceResult{}, unknown(op, r.status, 0, "Content-Type is not application/json")
 	}
-	var out EvidenceResult
-	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
-	out.EvidenceID = o.uuid("evidence_id")
-	out.SHA256 = o.match("sha256", hex64RE, "a SHA-256")
-	out.Size = o.integer("size", 1)
-	out.Kind = o.str("kind")
-	out.CapturedAt = o.time("captured_at")
-	if err := o.done(); err != nil {
+	var a wire.Evidence
+	if err := answerJSON.Decode(r.body, &a); err != nil {
+		return EvidenceResult{}, unknown(op, r.status, 0, "%v", err)
+	}
+	out := EvidenceResult{Replayed: r.header.Get("Idempotent-Replayed") == "true", EvidenceID: a.EvidenceID,
+		SHA256: a.SHA256, Size: a.Size, Kind: a.Kind}
+	if out.CapturedAt, err = ParseTime(a.CapturedAt); err != nil {
 		return EvidenceResult{}, unknown(op, r.status, 0, "%v", err)
 	}
 	if out.SHA256 != call.SHA256 || out.Size != call.Size || out.Kind != "screenshot" ||
@@ -380,30 +361,6 @@ func (c *Client) send(ctx context.Context, r request, limit int64) (*response, e
 		return nil, fmt.Errorf("%w: %s body larger than %d bytes", ErrInvalidCall, r.op, MaxJSONRequest)
 	}
 	return c.do(ctx, r, limit)
-}
-
-// jsonOK checks Content-Type and parses a success body.
-func jsonOK(op string, r *response) (*obj, error) {
-	if !isJSON(r.header) {
-		return nil, unknown(op, r.status, 0, "Content-Type is not application/json")
-	}
-	o, err := parseObj(r.body)
-	if err != nil {
-		return nil, unknown(op, r.status, 0, "%v", err)
-	}
-	return o, nil
-}
-
-func printable(s string, min, max int) bool {
-	if len(s) < min || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }

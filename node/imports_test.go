@@ -226,3 +226,20 @@ func TestBinaryDoesNotLinkNATSServer(t *testing.T) {
 		}
 	}
 }
+
+// TestWireImportsOnlyTheStandardLibrary keeps wire/ a leaf: the vocabulary
+// of the HTTP API that api/, client/, bench/ and the tests share imports
+// nothing of the server and nothing outside the standard library.
+func TestWireImportsOnlyTheStandardLibrary(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./wire")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep != "taskledger/wire" {
+			t.Errorf("wire/ depends on %s; it may import the standard library only", dep)
+		}
+	}
+}

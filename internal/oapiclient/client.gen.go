@@ -267,6 +267,39 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for EvidenceKind.
+const (
+	EvidenceKindScreenshot EvidenceKind = "screenshot"
+)
+
+// Valid indicates whether the value is a known member of the EvidenceKind enum.
+func (e EvidenceKind) Valid() bool {
+	switch e {
+	case EvidenceKindScreenshot:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LateReportOutcome.
+const (
+	LateReportOutcomeComplete LateReportOutcome = "complete"
+	LateReportOutcomeFail     LateReportOutcome = "fail"
+)
+
+// Valid indicates whether the value is a known member of the LateReportOutcome enum.
+func (e LateReportOutcome) Valid() bool {
+	switch e {
+	case LateReportOutcomeComplete:
+		return true
+	case LateReportOutcomeFail:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotReadyReason.
 const (
 	NotReadyReasonDiskFull       NotReadyReason = "disk_full"
@@ -378,6 +411,33 @@ func (e Takeover) Valid() bool {
 	case TakeoverManual:
 		return true
 	case TakeoverReclaim:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskDetailAuthorizationStatus.
+const (
+	AuthorizationStatusActive   TaskDetailAuthorizationStatus = "ACTIVE"
+	AuthorizationStatusConsumed TaskDetailAuthorizationStatus = "CONSUMED"
+	AuthorizationStatusExpired  TaskDetailAuthorizationStatus = "EXPIRED"
+	AuthorizationStatusRevoked  TaskDetailAuthorizationStatus = "REVOKED"
+	AuthorizationStatusStale    TaskDetailAuthorizationStatus = "STALE"
+)
+
+// Valid indicates whether the value is a known member of the TaskDetailAuthorizationStatus enum.
+func (e TaskDetailAuthorizationStatus) Valid() bool {
+	switch e {
+	case AuthorizationStatusActive:
+		return true
+	case AuthorizationStatusConsumed:
+		return true
+	case AuthorizationStatusExpired:
+		return true
+	case AuthorizationStatusRevoked:
+		return true
+	case AuthorizationStatusStale:
 		return true
 	default:
 		return false
@@ -562,16 +622,28 @@ type ClaimAnswer struct {
 
 // Device defines model for Device.
 type Device struct {
-	DeviceId   openapi_types.UUID      `json:"device_id"`
-	Name       string                  `json:"name"`
-	OpenTaskId *string                 `json:"open_task_id,omitempty"`
-	OwnerId    openapi_types.UUID      `json:"owner_id"`
-	Presence   *map[string]interface{} `json:"presence,omitempty"`
+	DeviceId   openapi_types.UUID  `json:"device_id"`
+	Name       string              `json:"name"`
+	OpenTaskId *openapi_types.UUID `json:"open_task_id"`
+	OwnerId    openapi_types.UUID  `json:"owner_id"`
+
+	// Presence the last presence report as the server sees it; null before the first
+	Presence *struct {
+		AppVersion string          `json:"app_version"`
+		Checks     map[string]bool `json:"checks"`
+		Claimable  bool            `json:"claimable"`
+
+		// LastSeenAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
+		LastSeenAt       time.Time `json:"last_seen_at"`
+		Online           bool      `json:"online"`
+		OsVersion        string    `json:"os_version"`
+		TargetAppVersion string    `json:"target_app_version"`
+	} `json:"presence"`
 
 	// RegisteredAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-	RegisteredAt   *time.Time `json:"registered_at,omitempty"`
-	RequiredChecks []string   `json:"required_checks"`
-	RevokeReason   *string    `json:"revoke_reason,omitempty"`
+	RegisteredAt   time.Time `json:"registered_at"`
+	RequiredChecks []string  `json:"required_checks"`
+	RevokeReason   *string   `json:"revoke_reason,omitempty"`
 
 	// RevokedAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
 	RevokedAt *time.Time   `json:"revoked_at,omitempty"`
@@ -627,10 +699,29 @@ type Evidence struct {
 	// CapturedAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
 	CapturedAt time.Time          `json:"captured_at"`
 	EvidenceId openapi_types.UUID `json:"evidence_id"`
-	Kind       string             `json:"kind"`
+	Kind       EvidenceKind       `json:"kind"`
 	Sha256     string             `json:"sha256"`
 	Size       int                `json:"size"`
 }
+
+// EvidenceKind defines model for Evidence.Kind.
+type EvidenceKind string
+
+// LateReport a complete or fail that arrived after its claim ended: a complete carries result, a fail reason_code and detail
+type LateReport struct {
+	// At RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
+	At              time.Time               `json:"at"`
+	ClaimGeneration int                     `json:"claim_generation"`
+	Detail          *string                 `json:"detail,omitempty"`
+	DeviceId        openapi_types.UUID      `json:"device_id"`
+	ExecutionId     openapi_types.UUID      `json:"execution_id"`
+	Outcome         LateReportOutcome       `json:"outcome"`
+	ReasonCode      *string                 `json:"reason_code,omitempty"`
+	Result          *map[string]interface{} `json:"result,omitempty"`
+}
+
+// LateReportOutcome defines model for LateReport.Outcome.
+type LateReportOutcome string
 
 // NotReady defines model for NotReady.
 type NotReady struct {
@@ -646,10 +737,10 @@ type NotReadyStatus string
 
 // PresenceAnswer defines model for PresenceAnswer.
 type PresenceAnswer struct {
-	ActiveTaskId       *string  `json:"active_task_id"`
-	ActiveTaskMismatch bool     `json:"active_task_mismatch"`
-	Claimable          bool     `json:"claimable"`
-	MissingChecks      []string `json:"missing_checks"`
+	ActiveTaskId       *openapi_types.UUID `json:"active_task_id"`
+	ActiveTaskMismatch bool                `json:"active_task_mismatch"`
+	Claimable          bool                `json:"claimable"`
+	MissingChecks      []string            `json:"missing_checks"`
 
 	// PresenceExpiresAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
 	PresenceExpiresAt time.Time `json:"presence_expires_at"`
@@ -676,73 +767,77 @@ type Takeover string
 type TaskDetail struct {
 	Authorization *struct {
 		// ExpiresAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		ExpiresAt *time.Time          `json:"expires_at,omitempty"`
-		Id        *openapi_types.UUID `json:"id,omitempty"`
-		Revision  *int                `json:"revision,omitempty"`
-		Status    *string             `json:"status,omitempty"`
+		ExpiresAt time.Time          `json:"expires_at"`
+		Id        openapi_types.UUID `json:"id"`
+		Revision  int                `json:"revision"`
+
+		// Status the authorization as shown at the server time: CONSUMED by a claim, EXPIRED, or STALE (the task was amended after it)
+		Status TaskDetailAuthorizationStatus `json:"status"`
 
 		// Takeover what happens after a claim lease ends or the device is revoked: reclaim (another device may claim it) or manual (an operator recovers it)
-		Takeover *Takeover `json:"takeover,omitempty"`
+		Takeover Takeover `json:"takeover"`
 	} `json:"authorization"`
 	CancelRequested bool `json:"cancel_requested"`
 	Claim           *struct {
-		DeviceId   *openapi_types.UUID `json:"device_id,omitempty"`
-		Generation *int                `json:"generation,omitempty"`
+		DeviceId   openapi_types.UUID `json:"device_id"`
+		Generation int                `json:"generation"`
 
 		// LeaseExpiresAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		LeaseExpiresAt *time.Time          `json:"lease_expires_at,omitempty"`
-		SessionId      *openapi_types.UUID `json:"session_id,omitempty"`
+		LeaseExpiresAt time.Time          `json:"lease_expires_at"`
+		SessionId      openapi_types.UUID `json:"session_id"`
 
 		// TokenOrigin who issued the claim token: the device (client) or the server
-		TokenOrigin *TokenOrigin `json:"token_origin,omitempty"`
+		TokenOrigin TokenOrigin `json:"token_origin"`
 	} `json:"claim"`
 
 	// CreatedAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
 	CreatedAt time.Time  `json:"created_at"`
 	Evidence  []Evidence `json:"evidence"`
 	Execution *struct {
-		Id *openapi_types.UUID `json:"id,omitempty"`
+		Id openapi_types.UUID `json:"id"`
 
 		// LastSeenAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		LastSeenAt *time.Time `json:"last_seen_at,omitempty"`
+		LastSeenAt time.Time `json:"last_seen_at"`
 
 		// LeaseExpiresAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+		LeaseExpiresAt time.Time `json:"lease_expires_at"`
 
 		// StartedAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		StartedAt *time.Time `json:"started_at,omitempty"`
-		Step      *string    `json:"step,omitempty"`
+		StartedAt time.Time `json:"started_at"`
+		Step      *string   `json:"step"`
 	} `json:"execution"`
 	Failure *struct {
-		Detail     *string `json:"detail,omitempty"`
-		ReasonCode *string `json:"reason_code,omitempty"`
+		Detail     string `json:"detail"`
+		ReasonCode string `json:"reason_code"`
 	} `json:"failure"`
 	Id                  openapi_types.UUID             `json:"id"`
-	LateReports         []map[string]interface{}       `json:"late_reports"`
-	NeedsOperator       *bool                          `json:"needs_operator,omitempty"`
-	NeedsOperatorReason *TaskDetailNeedsOperatorReason `json:"needs_operator_reason,omitempty"`
+	LateReports         []LateReport                   `json:"late_reports"`
+	NeedsOperator       bool                           `json:"needs_operator"`
+	NeedsOperatorReason *TaskDetailNeedsOperatorReason `json:"needs_operator_reason"`
 	Payload             map[string]interface{}         `json:"payload"`
 	Recovery            *struct {
 		// At RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		At *time.Time `json:"at,omitempty"`
+		At time.Time `json:"at"`
 
 		// Decision what an operator decided for a stuck task
-		Decision *RecoveryDecision `json:"decision,omitempty"`
-		Reason   *string           `json:"reason,omitempty"`
+		Decision RecoveryDecision `json:"decision"`
+		Reason   string           `json:"reason"`
 	} `json:"recovery"`
 	ReferenceImage *struct {
-		Sha256 *string `json:"sha256,omitempty"`
-		Size   *int    `json:"size,omitempty"`
+		Sha256 string `json:"sha256"`
+		Size   int    `json:"size"`
 	} `json:"reference_image"`
 	Result   *map[string]interface{} `json:"result"`
 	Revision int                     `json:"revision"`
 	State    State                   `json:"state"`
-	Takeover *string                 `json:"takeover,omitempty"`
 
 	// UpdatedAt RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
 	UpdatedAt time.Time `json:"updated_at"`
 	Version   int       `json:"version"`
 }
+
+// TaskDetailAuthorizationStatus the authorization as shown at the server time: CONSUMED by a claim, EXPIRED, or STALE (the task was amended after it)
+type TaskDetailAuthorizationStatus string
 
 // TaskDetailNeedsOperatorReason defines model for TaskDetail.NeedsOperatorReason.
 type TaskDetailNeedsOperatorReason string
@@ -799,6 +894,7 @@ type CreateAdminTokenJSONBodyRole string
 
 // RevokeAdminTokenJSONBody defines parameters for RevokeAdminToken.
 type RevokeAdminTokenJSONBody struct {
+	// Reason at most 256 bytes (UTF-8)
 	Reason string `json:"reason"`
 }
 
@@ -823,6 +919,7 @@ type RegisterDeviceParams struct {
 
 // RevokeDeviceJSONBody defines parameters for RevokeDevice.
 type RevokeDeviceJSONBody struct {
+	// Reason at most 256 bytes (UTF-8)
 	Reason string `json:"reason"`
 }
 
@@ -906,6 +1003,7 @@ type AmendTaskParams struct {
 
 // RevokeAuthorizationJSONBody defines parameters for RevokeAuthorization.
 type RevokeAuthorizationJSONBody struct {
+	// Reason at most 256 bytes (UTF-8)
 	Reason string `json:"reason"`
 }
 
@@ -932,8 +1030,10 @@ type AuthorizeTaskParams struct {
 
 // CancelTaskJSONBody defines parameters for CancelTask.
 type CancelTaskJSONBody struct {
-	ExpectedVersion *int   `json:"expected_version,omitempty"`
-	Reason          string `json:"reason"`
+	ExpectedVersion *int `json:"expected_version,omitempty"`
+
+	// Reason at most 256 bytes (UTF-8)
+	Reason string `json:"reason"`
 }
 
 // CancelTaskParams defines parameters for CancelTask.
@@ -947,7 +1047,9 @@ type RecoverTaskJSONBody struct {
 	// Decision what an operator decided for a stuck task
 	Decision        RecoveryDecision `json:"decision"`
 	ExpectedVersion int              `json:"expected_version"`
-	Reason          string           `json:"reason"`
+
+	// Reason at most 256 bytes (UTF-8)
+	Reason string `json:"reason"`
 }
 
 // RecoverTaskParams defines parameters for RecoverTask.
@@ -978,8 +1080,8 @@ type GetCheckpointParams struct {
 
 // ReportPresenceJSONBody defines parameters for ReportPresence.
 type ReportPresenceJSONBody struct {
-	ActiveTaskId *string `json:"active_task_id,omitempty"`
-	AppVersion   string  `json:"app_version"`
+	ActiveTaskId *openapi_types.UUID `json:"active_task_id,omitempty"`
+	AppVersion   string              `json:"app_version"`
 
 	// Checks 1 to 16 check names ([a-z0-9_]{1,32}) to booleans
 	Checks map[string]bool `json:"checks"`
@@ -6979,7 +7081,7 @@ type ListDevicesResponse struct {
 		Devices []Device `json:"devices"`
 
 		// ServerTime RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-		ServerTime *time.Time `json:"server_time,omitempty"`
+		ServerTime time.Time `json:"server_time"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *Error
@@ -7004,7 +7106,7 @@ func (r ListDevicesResponse) GetJSON200() *struct {
 	Devices []Device `json:"devices"`
 
 	// ServerTime RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-	ServerTime *time.Time `json:"server_time,omitempty"`
+	ServerTime time.Time `json:"server_time"`
 } {
 	return r.JSON200
 }
@@ -13722,7 +13824,7 @@ func ParseListDevicesResponse(rsp *http.Response) (*ListDevicesResponse, error) 
 			Devices []Device `json:"devices"`
 
 			// ServerTime RFC 3339 UTC with at most millisecond precision (the server writes exactly three fractional digits and Z)
-			ServerTime *time.Time `json:"server_time,omitempty"`
+			ServerTime time.Time `json:"server_time"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

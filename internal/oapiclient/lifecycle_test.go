@@ -66,7 +66,7 @@ func TestGeneratedClientRunsATaskLifecycle(t *testing.T) {
 	must("create", created.StatusCode(), 201, created.Body)
 	taskUUID := created.JSON201.Id
 	taskID := oapiclient.TaskId(taskUUID.String())
-	if created.JSON201.Authorization == nil || created.JSON201.Authorization.Takeover == nil {
+	if created.JSON201.Authorization == nil || created.JSON201.Authorization.Takeover != oapiclient.TakeoverReclaim {
 		t.Fatalf("the task detail's authorization has no takeover: %s", created.Body)
 	}
 
