@@ -283,11 +283,16 @@ func open(cfg Config, src source) (*Node, error) {
 	if manual != nil {
 		tclock = manual
 	}
-	// The transparency log (Merkle tree, checkpoints in the bbolt file)
-	// is a bbolt node's: a cluster node serves none (its routes 404).
+	// The transparency log: on bbolt the tree and checkpoints of the file;
+	// on a cluster (clustertlog.go) the stream's, signed by the sequencer
+	// with the cluster's key when this node was given it.
 	var tlog *transparency.Log
 	if store != nil {
 		if tlog, err = transparency.Open(store, tree, cfg.DataDir, tclock, cfg.Logger); err != nil {
+			return nil, err
+		}
+	} else if src.cluster != nil && !cfg.Offline {
+		if tlog, err = src.cluster.openTransparency(cfg, tclock); err != nil {
 			return nil, err
 		}
 	}
@@ -327,6 +332,9 @@ func open(cfg Config, src source) (*Node, error) {
 			}
 			snap.committed(head)
 			observe(events, bodies)
+			if tlog != nil && src.cluster != nil {
+				tlog.Followed(events) // a follower's tree (a commit's leaves are in already)
+			}
 			commits.Notify()
 			if src.cluster != nil {
 				src.cluster.applied.Notify()
@@ -334,6 +342,9 @@ func open(cfg Config, src source) (*Node, error) {
 		}})
 	if tlog != nil {
 		snap.signed = func(seq uint64) {
+			if src.cluster != nil && !src.cluster.sequencing() {
+				return // a follower's snapshot: the sequencer signs
+			}
 			if _, err := tlog.SignAt(seq); err != nil {
 				cfg.Logger.Error().Err(err).Msg("signing the checkpoint of a snapshot failed")
 			}

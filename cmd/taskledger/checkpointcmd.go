@@ -20,6 +20,9 @@ import (
 
 // cmdCheckpointKey prints the checkpoint key's verifier string:
 // `checkpoint-key export [--data DIR]`. It reads the key file only.
+// `checkpoint-key create [--data DIR]` writes a new key (mode 0600) where
+// there is none and prints its verifier: the key a cluster's nodes are
+// all given (a cluster node never creates one).
 func cmdCheckpointKey(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("checkpoint-key", stderr)
 	data := fs.String("data", envDefault("data", "./data"), "data directory")
@@ -27,9 +30,24 @@ func cmdCheckpointKey(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	if len(pos) != 1 || pos[0] != "export" {
-		fmt.Fprintln(stderr, "usage: taskledger checkpoint-key export [--data DIR]")
+	if len(pos) != 1 || (pos[0] != "export" && pos[0] != "create") {
+		fmt.Fprintln(stderr, "usage: taskledger checkpoint-key export|create [--data DIR]")
 		return 2
+	}
+	if pos[0] == "create" {
+		if err := os.MkdirAll(*data, 0o700); err != nil {
+			return fail(stderr, "%v", err)
+		}
+		k, created, err := checkpoint.LoadOrCreateKey(*data)
+		if err != nil {
+			return fail(stderr, "%v", err)
+		}
+		if !created {
+			return fail(stderr, "%s already holds a checkpoint key (verifier %s); it is kept",
+				*data, k.Verifier())
+		}
+		fmt.Fprintln(stdout, k.Verifier())
+		return 0
 	}
 	k, err := checkpoint.LoadKey(*data)
 	if err != nil {
