@@ -65,6 +65,13 @@ type Config struct {
 	// SoftCollectEvery is how often expired soft idempotency records are
 	// deleted (0: DefaultSoftCollectEvery); they are also deleted at start.
 	SoftCollectEvery time.Duration
+	// On a cluster: the sequencer collects unreferenced blobs at each
+	// promotion and every BlobCollectEvery (0: DefaultBlobCollectEvery),
+	// sparing those stored less than BlobGrace ago (0:
+	// DefaultBlobGrace); BlobsCollected, when set, is told each round.
+	BlobCollectEvery time.Duration
+	BlobGrace        time.Duration
+	BlobsCollected   func(BlobsCollected, error)
 	// Offline opens the ledger for one offline command (admin-token
 	// create|revoke on a stopped ledger): no initial admin token on an
 	// empty directory, no claim-token secret check, and a test-clock
