@@ -247,7 +247,7 @@ func (l *Log) run() {
 	defer close(l.done)
 	tick := time.NewTicker(MinInterval / 4) // retries a checkpoint held back by MinInterval
 	defer tick.Stop()
-	dirty := false
+	dirty := true // a node that starts (or is promoted) with an unsigned tail signs it
 	for {
 		select {
 		case <-l.stop:
