@@ -129,6 +129,9 @@ func TestClusterAuditAcrossAFailover(t *testing.T) {
 	if r := reviewCLI("audit-verify", writeFile(t, "b2.json", bundle), "--key", verifier); r.code != 0 {
 		t.Fatalf("audit-verify of the new follower's bundle: %d %s %s", r.code, r.stdout, r.stderr)
 	}
+	if got := fetchOK(t, c, fmt.Sprintf("/api/v1/admin/proofs/inclusion?seq=1&size=%d", size1), tok); !strings.Contains(string(got), `"checkpoint":"`) {
+		t.Fatalf("inclusion proof on the new follower carries no checkpoint: %s", got)
+	}
 	if got := fetchOK(t, c, fmt.Sprintf("/api/v1/checkpoint?size=%d", size1), ""); string(got) != cp1 {
 		t.Fatalf("the checkpoint of size %d changed across the failover:\n%s\nwas\n%s", size1, got, cp1)
 	}
@@ -150,6 +153,20 @@ func TestClusterNodeWithoutKeyServesNoCheckpoint(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(a.data, checkpoint.KeyFile)); !os.IsNotExist(err) {
 		t.Fatalf("a cluster node created a checkpoint key: %v", err)
+	}
+}
+
+// TestClusterNodeRefusesAKeyFileOthersCanRead: a cluster node given a
+// checkpoint key readable by others refuses to start, naming the mode.
+func TestClusterNodeRefusesAKeyFileOthersCanRead(t *testing.T) {
+	servers := jstest.Cluster(t)
+	dirs, _ := keyedDataDirs(t, 1)
+	if err := os.Chmod(filepath.Join(dirs[0], checkpoint.KeyFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startKeyedClusterNode(t, proc.Taskledger(t), jstest.URLs(servers), dirs[0])
+	if code := a.p.Wait(t); code == 0 || !strings.Contains(a.p.Stderr(), "must be mode 0600") {
+		t.Fatalf("exit %d, stderr:\n%s", code, a.p.Stderr())
 	}
 }
 
