@@ -205,6 +205,15 @@ func (r *BlobRef) release(kept bool) (removed bool, err error) {
 	return true, SyncDir(b.dir)
 }
 
+// Pinned reports whether a write of the blob sha is between its rename
+// and its release here (its event may be appended now).
+func (b *Blobs) Pinned(sha string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.pins[sha]
+	return ok
+}
+
 // Collected is what Collect removed.
 type Collected struct {
 	Temporary    int   // temporary files of writes that never finished

@@ -122,10 +122,12 @@ type clusterLink struct {
 	forced atomic.Bool
 	tickMu sync.Mutex // held by a lease tick: PauseLease waits for one in flight
 
-	kick chan struct{} // wakes the tail
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	kick   chan struct{} // wakes the tail
+	gcKick chan struct{} // asks the sequencer's blob collection for a round (clusterblobgc.go)
+	gcMu   sync.Mutex    // one round at a time
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 // OpenCluster starts a node on a shared JetStream log: its own snapshots
@@ -171,6 +173,17 @@ func OpenCluster(cfg Config, cc ClusterConfig) (*Node, error) {
 	c.eng = n.Engine
 	n.cluster = c
 	c.start()
+	if !cfg.Offline {
+		every, grace := cfg.BlobCollectEvery, cfg.BlobGrace
+		if every <= 0 {
+			every = DefaultBlobCollectEvery
+		}
+		if grace <= 0 {
+			grace = DefaultBlobGrace
+		}
+		c.wg.Add(1)
+		go c.blobGCLoop(n.Blobs, every, grace, cfg.BlobsCollected)
+	}
 	return n, nil
 }
 
@@ -192,7 +205,7 @@ func newClusterLink(cfg Config, cc ClusterConfig, lease *jetstream.Lease, blobs 
 	}
 	c := &clusterLink{log: cc.Log, lease: lease, blobs: blobs, applied: api.NewNotifier(), self: self, selfJSON: raw,
 		clock: clock, logger: logger, cc: cc, fwd: fwd,
-		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		kick: make(chan struct{}, 1), gcKick: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.fence = &fencedLog{c: c}
 	return c, nil
 }

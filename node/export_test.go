@@ -1,5 +1,7 @@
 package node
 
+import "time"
+
 // Test hooks of the cluster node, for the tests of package node_test.
 
 // PauseLease stops (or resumes) the node's lease loop: a paused holder
@@ -41,3 +43,9 @@ func Crash(n *Node) {
 // VerifyOpenServerClaims is the start-up check that every open
 // server-issued claim of the loaded projections comes from secret.
 var VerifyOpenServerClaims = verifyOpenServerClaims
+
+// CollectBlobs runs one round of the cluster's blob collection on the node
+// now, sparing blobs stored less than grace ago.
+func CollectBlobs(n *Node, grace time.Duration) (BlobsCollected, error) {
+	return n.cluster.collectBlobs(n.Blobs, grace)
+}

@@ -162,6 +162,7 @@ func (c *clusterLink) promote(rev uint64, began time.Time) {
 	c.role = sequencing
 	c.leader = c.self
 	c.logger.Info().Uint64("head", c.eng.Head().Seq).Msg("sequencing: this node holds the lease")
+	c.kickBlobGC()
 }
 
 // stepDown makes a sequencing (or promoting) node a follower: its engine

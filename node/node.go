@@ -68,6 +68,13 @@ type Config struct {
 	// SoftCollectEvery is how often expired soft idempotency records are
 	// deleted (0: DefaultSoftCollectEvery); they are also deleted at start.
 	SoftCollectEvery time.Duration
+	// On a cluster: the sequencer collects unreferenced blobs at each
+	// promotion and every BlobCollectEvery (0: DefaultBlobCollectEvery),
+	// sparing those stored less than BlobGrace ago (0:
+	// DefaultBlobGrace); BlobsCollected, when set, is told each round.
+	BlobCollectEvery time.Duration
+	BlobGrace        time.Duration
+	BlobsCollected   func(BlobsCollected, error)
 	// Offline opens the ledger for one offline command (admin-token
 	// create|revoke on a stopped ledger): no initial admin token on an
 	// empty directory, no claim-token secret check, and a test-clock
@@ -286,11 +293,16 @@ func open(cfg Config, src source) (*Node, error) {
 	if manual != nil {
 		tclock = manual
 	}
-	// The transparency log (Merkle tree, checkpoints in the bbolt file)
-	// is a bbolt node's: a cluster node serves none (its routes 404).
+	// The transparency log: on bbolt the tree and checkpoints of the file;
+	// on a cluster (clustertlog.go) the stream's, signed by the sequencer
+	// with the cluster's key when this node was given it.
 	var tlog *transparency.Log
 	if store != nil {
 		if tlog, err = transparency.Open(store, tree, cfg.DataDir, tclock, cfg.Logger); err != nil {
+			return nil, err
+		}
+	} else if src.cluster != nil && !cfg.Offline {
+		if tlog, err = src.cluster.openTransparency(cfg, tclock); err != nil {
 			return nil, err
 		}
 	}
@@ -332,6 +344,9 @@ func open(cfg Config, src source) (*Node, error) {
 			}
 			snap.committed(head)
 			observe(events, bodies)
+			if tlog != nil && src.cluster != nil {
+				tlog.Followed(events) // a follower's tree (a commit's leaves are in already)
+			}
 			commits.Notify()
 			if src.cluster != nil {
 				src.cluster.applied.Notify()
@@ -339,6 +354,9 @@ func open(cfg Config, src source) (*Node, error) {
 		}})
 	if tlog != nil {
 		snap.signed = func(seq uint64) {
+			if src.cluster != nil && !src.cluster.sequencing() {
+				return // a follower's snapshot: the sequencer signs
+			}
 			if _, err := tlog.SignAt(seq); err != nil {
 				cfg.Logger.Error().Err(err).Msg("signing the checkpoint of a snapshot failed")
 			}

@@ -51,7 +51,7 @@ func (l *Log) Bundle(task string) (*Bundle, error) {
 // BuildBundle writes one task's events with their inclusion proofs against
 // the latest stored checkpoint when it covers the task's last event, else
 // against a checkpoint of the whole tree signed at now (and stored).
-func BuildBundle(store *ledger.Store, tree *merkle.Tree, key *checkpoint.Key, now int64, task string) (*Bundle, error) {
+func BuildBundle(store Store, tree *merkle.Tree, key *checkpoint.Key, now int64, task string) (*Bundle, error) {
 	var seqs []uint64
 	if err := store.Stream(events.TaskStream(task), func(e *ledger.Event) error {
 		seqs = append(seqs, e.Seq)

@@ -25,14 +25,29 @@ const MinInterval = time.Second
 // Clock is the injected clock.
 type Clock interface{ Now() time.Time }
 
+// Store is where the log's events are read and its checkpoints kept: the
+// bbolt file (ledger.Store) or, on a cluster, the JetStream stream and its
+// META bucket (jetstream.Log).
+type Store interface {
+	RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) error
+	Stream(stream string, fn func(*ledger.Event) error) error
+	PutCheckpoint(size uint64, note []byte) error
+	Checkpoint(size uint64) ([]byte, error)
+	LatestCheckpoint() (uint64, []byte, error)
+}
+
+var _ Store = (*ledger.Store)(nil)
+
 // Log is the tree, the key and the checkpoints of one ledger.
 type Log struct {
-	store *ledger.Store
-	tree  *merkle.Tree
-	key   *checkpoint.Key
-	clock Clock
-	log   zerolog.Logger
+	store  Store
+	tree   *merkle.Tree
+	key    *checkpoint.Key
+	clock  Clock
+	log    zerolog.Logger
+	signer func() bool // whether this node signs now (nil: always)
 
+	grow     sync.Mutex // one extension of the tree at a time
 	mu       sync.Mutex // one signature at a time
 	lastTime int64      // clock ms of the newest checkpoint signed after commits
 	lastSize uint64
@@ -43,7 +58,7 @@ type Log struct {
 }
 
 // Build rebuilds the tree from every event of the log.
-func Build(store *ledger.Store) (*merkle.Tree, error) {
+func Build(store Store) (*merkle.Tree, error) {
 	tr := merkle.New()
 	var first uint64 = 1
 	batch := make([][]byte, 0, 4096)
@@ -128,16 +143,28 @@ func Open(store *ledger.Store, tree *merkle.Tree, dir string, clock Clock, log z
 	if created {
 		log.Info().Str("origin", key.Origin()).Msg("checkpoint key created (checkpoint-key, mode 0600)")
 	}
-	l := &Log{store: store, tree: tree, key: key, clock: clock, log: log,
+	return OpenShared(store, tree, key, clock, log, nil)
+}
+
+// OpenShared is Open for a log several nodes serve (a cluster): the key is
+// given (every node holds the same), and only while signer reports true
+// (the sequencer) does this node sign checkpoints; every node extends its
+// tree (Committed, Followed) and serves what is stored.
+func OpenShared(store Store, tree *merkle.Tree, key *checkpoint.Key, clock Clock, log zerolog.Logger, signer func() bool) (*Log, error) {
+	l := &Log{store: store, tree: tree, key: key, clock: clock, log: log, signer: signer,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	if size, _, err := store.LatestCheckpoint(); err != nil || size < tree.Size() {
-		if _, err := l.Sign(); err != nil {
-			return nil, err
+	if l.signs() {
+		if size, _, err := store.LatestCheckpoint(); err != nil || size < tree.Size() {
+			if _, err := l.Sign(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	go l.run()
 	return l, nil
 }
+
+func (l *Log) signs() bool { return l.signer == nil || l.signer() }
 
 // Tree is the Merkle tree.
 func (l *Log) Tree() *merkle.Tree { return l.tree }
@@ -146,9 +173,11 @@ func (l *Log) Tree() *merkle.Tree { return l.tree }
 func (l *Log) Key() *checkpoint.Key { return l.key }
 
 // Committed is the committer's hook: it extends the tree and asks for a
-// checkpoint. It never blocks.
+// checkpoint. It never blocks on bbolt; on a cluster, a tree that fell
+// behind (the engine reloaded its projections from the stream without
+// passing the events here) is first filled from the store.
 func (l *Log) Committed(first uint64, raws [][]byte) {
-	if err := l.tree.Append(first, raws); err != nil {
+	if err := l.extend(first, raws); err != nil {
 		l.log.Error().Err(err).Msg("merkle tree append failed; checkpoints stop until restart")
 		return
 	}
@@ -158,11 +187,67 @@ func (l *Log) Committed(first uint64, raws [][]byte) {
 	}
 }
 
+// Followed extends the tree by events a follower applied (their stored
+// envelopes are re-encoded: the encoding is canonical). Events the tree
+// holds already are skipped.
+func (l *Log) Followed(evs []*ledger.Event) {
+	if len(evs) == 0 || evs[len(evs)-1].Seq <= l.tree.Size() {
+		return
+	}
+	raws := make([][]byte, 0, len(evs))
+	first := uint64(0)
+	for _, e := range evs {
+		if e.Seq <= l.tree.Size() {
+			continue
+		}
+		raw, err := ledger.Marshal(e)
+		if err != nil {
+			l.log.Error().Err(err).Uint64("seq", e.Seq).Msg("merkle tree: an applied event does not encode")
+			return
+		}
+		if first == 0 {
+			first = e.Seq
+		}
+		raws = append(raws, raw)
+	}
+	l.Committed(first, raws)
+}
+
+func (l *Log) extend(first uint64, raws [][]byte) error {
+	l.grow.Lock()
+	defer l.grow.Unlock()
+	size := l.tree.Size()
+	if first > size+1 {
+		var gap [][]byte
+		err := l.store.RangeRaw(size, func(seq uint64, raw []byte) error {
+			if seq >= first {
+				return ledger.ErrStop
+			}
+			gap = append(gap, append([]byte(nil), raw...))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := l.tree.Append(size+1, gap); err != nil {
+			return err
+		}
+		size = l.tree.Size()
+	}
+	if first+uint64(len(raws)) <= size+1 {
+		return nil
+	}
+	if first <= size {
+		raws, first = raws[size+1-first:], size+1
+	}
+	return l.tree.Append(first, raws)
+}
+
 func (l *Log) run() {
 	defer close(l.done)
 	tick := time.NewTicker(MinInterval / 4) // retries a checkpoint held back by MinInterval
 	defer tick.Stop()
-	dirty := false
+	dirty := true // a node that starts (or is promoted) with an unsigned tail signs it
 	for {
 		select {
 		case <-l.stop:
@@ -171,7 +256,7 @@ func (l *Log) run() {
 			dirty = true
 		case <-tick.C:
 		}
-		if dirty && l.due() {
+		if dirty && l.signs() && l.due() {
 			if _, err := l.Sign(); err != nil {
 				l.log.Error().Err(err).Msg("signing a checkpoint failed")
 			}

@@ -28,8 +28,28 @@ func newCheckpointKeyCmd(stdout, stderr io.Writer) *cobra.Command {
 	envStringVar(top.PersistentFlags(), &data, "data", "./data", "data directory")
 	export := &cobra.Command{Use: "export", Short: "print the checkpoint key's public verifier string", Long: abouts["checkpoint-key"].long,
 		Args: cobra.NoArgs, RunE: runCode(func([]string) int { return checkpointKeyExport(data, stdout, stderr) })}
-	top.AddCommand(export)
+	create := &cobra.Command{Use: "create", Short: "write a new checkpoint key (mode 0600) where there is none and print its verifier", Long: abouts["checkpoint-key"].long,
+		Args: cobra.NoArgs, RunE: runCode(func([]string) int { return checkpointKeyCreate(data, stdout, stderr) })}
+	top.AddCommand(export, create)
 	return top
+}
+
+// checkpointKeyCreate is `checkpoint-key create`: a new key where there is
+// none, its verifier printed; the key a cluster's nodes are all given (a
+// cluster node never creates one).
+func checkpointKeyCreate(data string, stdout, stderr io.Writer) int {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return fail(stderr, "%v", err)
+	}
+	k, created, err := checkpoint.LoadOrCreateKey(data)
+	if err != nil {
+		return fail(stderr, "%v", err)
+	}
+	if !created {
+		return fail(stderr, "%s already holds a checkpoint key (verifier %s); it is kept", data, k.Verifier())
+	}
+	fmt.Fprintln(stdout, k.Verifier())
+	return 0
 }
 
 // checkpointKeyExport is `checkpoint-key export`.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -57,14 +58,21 @@ func (l *Log) Blobs() (*Blobs, error) {
 	return &Blobs{l: l, obs: obs}, nil
 }
 
-// Put stores data (once: the same content is not stored again) and returns
-// its SHA-256 (hex).
+// BlobRefresh is how old a stored blob may be for Put to keep it as it
+// is; an older one is put again, so that its stored time says it may be
+// named by an event about to be appended (the sequencer's collection
+// spares every blob stored less than its grace ago, D383).
+const BlobRefresh = 10 * time.Minute
+
+// Put stores data (once: the same content is not stored again unless it
+// was stored more than BlobRefresh ago) and returns its SHA-256 (hex).
 func (b *Blobs) Put(data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	name := hex.EncodeToString(sum[:])
 	ctx, cancel := b.l.ctx()
 	defer cancel()
-	if info, err := b.obs.GetInfo(ctx, name); err == nil && info.Size == uint64(len(data)) {
+	if info, err := b.obs.GetInfo(ctx, name); err == nil && info.Size == uint64(len(data)) &&
+		time.Since(info.ModTime) < BlobRefresh { //tl:wallclock against the server's stored time, not a decision of the ledger
 		return name, nil
 	}
 	if _, err := b.obs.PutBytes(ctx, name, data); err != nil {
@@ -91,4 +99,42 @@ func (b *Blobs) Get(sha string) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
+}
+
+// BlobInfo is one stored blob as the object store lists it.
+type BlobInfo struct {
+	Name   string
+	Size   uint64
+	Stored time.Time // when its content was last put (the server's time)
+}
+
+// List returns every blob the object store holds.
+func (b *Blobs) List() ([]BlobInfo, error) {
+	ctx, cancel := b.l.ctx()
+	defer cancel()
+	infos, err := b.obs.List(ctx)
+	if errors.Is(err, natsjs.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: list blobs: %w", err)
+	}
+	out := make([]BlobInfo, 0, len(infos))
+	for _, in := range infos {
+		if in.Deleted || !ledger.IsBlobName(in.Name) {
+			continue
+		}
+		out = append(out, BlobInfo{Name: in.Name, Size: in.Size, Stored: in.ModTime})
+	}
+	return out, nil
+}
+
+// Delete removes a blob (one that is not there is no error).
+func (b *Blobs) Delete(sha string) error {
+	ctx, cancel := b.l.ctx()
+	defer cancel()
+	if err := b.obs.Delete(ctx, sha); err != nil && !errors.Is(err, natsjs.ErrObjectNotFound) {
+		return fmt.Errorf("jetstream: delete blob: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,90 @@
+package transparency
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
+	"taskledger/ledger"
+)
+
+// memStore is a Store of raw leaves in memory.
+type memStore struct {
+	raws [][]byte
+	cps  map[uint64][]byte
+}
+
+func (m *memStore) RangeRaw(after uint64, fn func(uint64, []byte) error) error {
+	for i := after; i < uint64(len(m.raws)); i++ {
+		if err := fn(i+1, m.raws[i]); err != nil {
+			if errors.Is(err, ledger.ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+func (m *memStore) Stream(string, func(*ledger.Event) error) error { return nil }
+func (m *memStore) PutCheckpoint(size uint64, note []byte) error {
+	m.cps[size] = note
+	return nil
+}
+func (m *memStore) Checkpoint(size uint64) ([]byte, error) {
+	if n, ok := m.cps[size]; ok {
+		return n, nil
+	}
+	return nil, ledger.ErrNotFound
+}
+func (m *memStore) LatestCheckpoint() (uint64, []byte, error) {
+	var best uint64
+	for s := range m.cps {
+		best = max(best, s)
+	}
+	if best == 0 {
+		return 0, nil, ledger.ErrNotFound
+	}
+	return best, m.cps[best], nil
+}
+
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time { return time.UnixMilli(1_700_000_000_000) }
+
+// TestSharedLogFillsAGapAndSkipsWhatItHolds: a follower's tree that missed
+// events (the engine reloaded without the hook) is filled from the store
+// before the next leaves; leaves it holds already are skipped; a node that
+// does not sign stores no checkpoint.
+func TestSharedLogFillsAGapAndSkipsWhatItHolds(t *testing.T) {
+	st := &memStore{cps: map[uint64][]byte{}}
+	for i := range 6 {
+		st.raws = append(st.raws, []byte(fmt.Sprintf("event %d", i+1)))
+	}
+	key, _, err := checkpoint.LoadOrCreateKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenShared(st, merkle.New(), key, fixedClock{}, zerolog.Nop(), func() bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Committed(1, st.raws[:2])
+	l.Committed(5, st.raws[4:5]) // 3 and 4 missed: read from the store
+	l.Committed(4, st.raws[3:6]) // 4 and 5 held: only 6 added
+	want, err := Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Tree().Size() != 6 || !l.Tree().Equal(want) {
+		t.Fatalf("tree of %d leaves, want the 6 of the store", l.Tree().Size())
+	}
+	if len(st.cps) != 0 {
+		t.Fatalf("a node that does not sign stored %d checkpoints", len(st.cps))
+	}
+}
