@@ -185,6 +185,9 @@ func open(cfg Config, src source) (*Node, error) {
 		if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
 			return nil, err
 		}
+		if err := syncReadModel(store, state, cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	metrics.ObserveReplay(time.Since(start))
 	var initial []byte
@@ -266,6 +269,9 @@ func open(cfg Config, src source) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if store != nil { // the read model on disk is at the committed head
+			l.State.SettleLoaded()
+		}
 		return l.State, nil
 	}
 	if src.cluster != nil {
@@ -320,7 +326,7 @@ func open(cfg Config, src source) (*Node, error) {
 	}
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
 		Config: cfg.Commands, Metrics: metrics.Engine(), Logger: cfg.Logger,
-		Leaves: leaves,
+		Leaves: leaves, ReadModel: store != nil,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			if hf != nil {
 				hf.write(head)

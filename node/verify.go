@@ -43,6 +43,11 @@ type VerifyReport struct {
 	// stored checkpoints were checked against it.
 	Tree        *merkle.Tree
 	Checkpoints int
+	// ReadModelChecked says the on-disk read model of finished tasks was
+	// compared with the replay's, key by key; false when it is not this
+	// build's (another layout, schema or retention) or not at the log's
+	// head: start-up rebuilds it then.
+	ReadModelChecked bool
 }
 
 // Verify checks a ledger: bbolt's own consistency, seq density from 1, the
@@ -81,6 +86,10 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if !bytes.Equal(a, b) {
 		return nil, &Violation{Err: errors.New("replaying the log twice gave different projections")}
 	}
+	rmChecked, err := verifyReadModel(store, st)
+	if err != nil {
+		return nil, &Violation{Err: err}
+	}
 	if err := verifyBlobs(DataDir(store), st); err != nil {
 		return nil, &Violation{Err: err}
 	}
@@ -98,7 +107,7 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 		return nil, err
 	}
 	return &VerifyReport{Events: n, Head: head, State: st, Snapshots: checked, SkippedSnapshots: skipped,
-		Tree: tree, Checkpoints: checkpoints}, nil
+		Tree: tree, Checkpoints: checkpoints, ReadModelChecked: rmChecked}, nil
 }
 
 // verifyCheckpoints checks every stored checkpoint against the tree

@@ -283,7 +283,8 @@ type State struct {
 
 	claimKeyCheck string // CheckClaimsAgainst: not state, a check of what is applied
 	counts        stateCounts
-	unended       []*Task // tasks not ended, in no order: the ones a capture copies
+	unended       []*Task    // tasks not ended, in no order: the ones a capture copies
+	settling      settleHeap // ended tasks not yet settled, by when they settle (readmodel.go)
 }
 
 const taskPrefix = "task/"
@@ -316,6 +317,9 @@ func stateIndex(st wire.State) int {
 // before ("" when created) to its state now.
 func (s *State) moved(t *Task, before wire.State) {
 	s.counts.move(before, t.State)
+	if t.Terminal() { // an ended task never changes again: this runs once for it
+		s.ended(t)
+	}
 	switch {
 	case t.Terminal() && t.unendedAt > 0: // swap the last one into its place
 		i, last := t.unendedAt-1, s.unended[len(s.unended)-1]
