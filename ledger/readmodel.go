@@ -163,3 +163,9 @@ func (s *Store) ReadModelBuckets(fn func(bucket string, k, v []byte) error) erro
 func (s *Store) ResetReadModel(ws []ReadModelWrite) error {
 	return s.write(func(tx *bolt.Tx) error { return writeReadModel(tx, true, ws) })
 }
+
+// WriteReadModel applies read-model writes in a transaction of their own
+// (a rebuild's chunks).
+func (s *Store) WriteReadModel(ws []ReadModelWrite) error {
+	return s.write(func(tx *bolt.Tx) error { return writeReadModel(tx, false, ws) })
+}

@@ -270,7 +270,9 @@ func open(cfg Config, src source) (*Node, error) {
 			return nil, err
 		}
 		if store != nil { // the read model on disk is at the committed head
-			l.State.SettleLoaded()
+			if err := attachReadModel(store, l.State); err != nil {
+				return nil, err
+			}
 		}
 		return l.State, nil
 	}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +152,117 @@ func changed(t *testing.T, store *ledger.Store, bucket, key string, value []byte
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// pageIDs walks the admin list of query page by page (limit 1, the
+// cursors it answers) and returns the task ids in order.
+func pageIDs(t *testing.T, n *nodetest.Node, query string) []string {
+	t.Helper()
+	var ids []string
+	cursor := ""
+	for range 100 {
+		q := "/tasks?limit=2" + query
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		r := n.Admin("GET", q, nil)
+		nodetest.Must(t, r, 200)
+		body := r.JSON()
+		for _, task := range body["tasks"].([]any) {
+			ids = append(ids, task.(map[string]any)["id"].(string))
+		}
+		next, _ := body["next_cursor"].(string)
+		if next == "" {
+			return ids
+		}
+		cursor = next
+	}
+	t.Fatal("the list does not end")
+	return nil
+}
+
+// withoutNow drops what an answer computes from the time it is read.
+func withoutNow(m map[string]any) map[string]any {
+	delete(m, "server_time")
+	return m
+}
+
+// A settled task leaves the projections in memory and every read of it —
+// its detail, its events, its provenance, the admin list with its filters
+// and cursors, the per-state counts, an operator command's refusal —
+// answers as it did while it was in memory, before and after a restart.
+func TestSettledTaskLeavesMemoryAndReadsAsBefore(t *testing.T) {
+	hour := nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour })
+	n := nodetest.Start(t, hour)
+	d := n.ReadyDevice(t)
+	run := n.StartTask(t, d, map[string]any{"n": 1})
+	nodetest.Must(t, run.Complete(map[string]any{"ok": true}), 200)
+	canceled := n.CreateTask(nil)
+	nodetest.Must(t, n.Cancel(canceled), 200)
+	pending := n.CreateTask(nil)
+	settled := []string{run.TaskID, canceled}
+
+	type reads struct {
+		docs, events, provenance map[string]string
+		all, done, byState       []string
+		counts                   string
+	}
+	read := func() reads {
+		r := reads{docs: map[string]string{}, events: map[string]string{}, provenance: map[string]string{}}
+		for _, id := range settled {
+			r.docs[id] = string(okBody(t, n.Admin("GET", "/tasks/"+id, nil)))
+			r.events[id] = string(okBody(t, n.Admin("GET", "/tasks/"+id+"/events", nil)))
+			r.provenance[id] = string(okBody(t, n.Admin("GET", "/tasks/"+id+"/provenance", nil)))
+		}
+		r.all = pageIDs(t, n, "")
+		r.done = pageIDs(t, n, "&state=SUCCEEDED")
+		r.byState = pageIDs(t, n, "&state=CANCELED")
+		list := n.Admin("GET", "/tasks", nil).JSON()
+		r.counts = fmt.Sprint(list["counts"])
+		return r
+	}
+	nodetest.MustError(t, n.Cancel(canceled), 409, "invalid_state")
+	n.Advance(2 * time.Hour)   // no event: nothing settles yet
+	before := read()           // (time-dependent fields as of now: an authorization expired)
+	newer := n.CreateTask(nil) // the event that settles both
+	n.Engine.Read(func(s *projections.State) {
+		for _, id := range settled {
+			if s.Tasks[id] != nil {
+				t.Errorf("settled task %s is still in memory", id)
+			}
+		}
+		if s.Tasks[pending] == nil || s.Tasks[newer] == nil {
+			t.Errorf("a live task left memory")
+		}
+	})
+	check := func(when string) {
+		after := read()
+		for _, id := range settled {
+			if after.docs[id] != before.docs[id] {
+				t.Errorf("%s: detail of %s\n%s\nwas\n%s", when, id, after.docs[id], before.docs[id])
+			}
+			if after.events[id] != before.events[id] || after.provenance[id] != before.provenance[id] {
+				t.Errorf("%s: events or provenance of %s changed", when, id)
+			}
+		}
+		if fmt.Sprint(after.all) != fmt.Sprint(append([]string{newer}, before.all...)) ||
+			fmt.Sprint(after.done) != fmt.Sprint(before.done) || fmt.Sprint(after.byState) != fmt.Sprint(before.byState) {
+			t.Errorf("%s: lists %v %v %v, were %v %v %v", when, after.all, after.done, after.byState, before.all, before.done, before.byState)
+		}
+		if !strings.Contains(after.counts, "PENDING:2") || after.counts != strings.Replace(before.counts, "PENDING:1", "PENDING:2", 1) {
+			t.Errorf("%s: counts %s, were %s", when, after.counts, before.counts)
+		}
+		nodetest.MustError(t, n.Cancel(canceled), 409, "invalid_state")
+		nodetest.MustError(t, n.Admin("GET", "/tasks/"+nodetest.NewID(), nil), 404, "task_not_found")
+	}
+	check("settled")
+	n = n.Restart(hour)
+	check("after a restart")
+}
+
+// okBody asserts a 200 and returns the body.
+func okBody(t *testing.T, r *nodetest.Resp) []byte {
+	t.Helper()
+	nodetest.Must(t, r, 200)
+	return r.Body
 }

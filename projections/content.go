@@ -72,7 +72,7 @@ type Capture struct {
 // Capture copies the event-derived state (not soft state, not indexes).
 func (s *State) Capture() *Capture {
 	c := &Capture{head: s.Head, serverClaims: s.ServerClaims,
-		order:   s.taskOrder,
+		order:   s.shareOrder(),
 		clones:  make([]posTask, len(s.unended)),
 		devices: make([]*Device, 0, len(s.Devices)),
 		idem:    s.Idem.capture(),
@@ -102,7 +102,7 @@ func (c *Capture) tasks() []*Task {
 	for _, k := range c.clones {
 		ts[k.pos] = k.t
 	}
-	return ts
+	return slices.DeleteFunc(ts, func(t *Task) bool { return t == nil }) // settled: on disk
 }
 
 // Head is the position the capture covers.
@@ -199,6 +199,7 @@ func restore(content string, cfg Config) (*State, error) {
 		return nil, fmt.Errorf("%w: %w", ledger.ErrCorrupt, err)
 	}
 	s.rebuildDeviceIndex()
+	s.settle() // a snapshot written before tasks settled holds them all
 	return s, nil
 }
 

@@ -29,12 +29,14 @@ const (
 	RMState   = ledger.ReadModelPrefix + "state"   // state, 0, creation seq → task id
 	RMDevice  = ledger.ReadModelPrefix + "device"  // claim's device id, 0, creation seq → task id
 	RMUpdated = ledger.ReadModelPrefix + "updated" // updated_at (8 bytes), creation seq → task id
-	RMMeta    = ledger.ReadModelPrefix + "meta"    // "head" → seq; "version" → version, schema, retention
+	RMBlobs   = ledger.ReadModelPrefix + "blobs"   // blob sha256 (hex), 0, task id → task id: the images and evidence it names
+	RMMeta    = ledger.ReadModelPrefix + "meta"    // "head" → seq; "counts" → settled tasks per state; "version" → version, schema, retention
 )
 
 var (
 	rmKeyHead    = []byte("head")
 	rmKeyVersion = []byte("version")
+	rmKeyCounts  = []byte("counts")
 )
 
 // settleEntry is a terminal task not yet settled, by when it settles.
@@ -80,54 +82,128 @@ func (s *State) ended(t *Task) {
 	}
 }
 
-// popSettled removes from the queue every task settled at the head.
-func (s *State) popSettled(fn func(t *Task)) {
+// settle evicts every task settled at the head from the projections: it
+// leaves the map and the creation order, its count moves to the settled
+// counts, and it waits in toWrite until the sequencer takes the batch's
+// read-model writes (TakeReadModel) or a load marks it written
+// (SettleLoaded). Run after every event and at the end of a restore, so
+// that the projections at a head hold the same tasks however they were
+// built.
+func (s *State) settle() {
 	for len(s.settling) > 0 && s.settling[0].at <= s.Head.At {
 		e := heap.Pop(&s.settling).(settleEntry)
-		if cur := s.Tasks[e.t.ID]; cur != nil && s.Settled(cur) {
-			fn(cur) // the task in the map: an unshared copy is the same task
-		}
-	}
-}
-
-// SettleLoaded marks the tasks settled at the head of freshly loaded
-// projections as written: their documents are on disk already (the node
-// checks the read model's head against the log's, and rebuilds it when
-// they differ).
-func (s *State) SettleLoaded() { s.popSettled(func(*Task) {}) }
-
-// TakeReadModel returns the read-model writes of the tasks settled since
-// the last call (or SettleLoaded), and the read model's new head: what the
-// batch whose newest event is the head writes beside its events.
-func (s *State) TakeReadModel() ([]ledger.ReadModelWrite, error) {
-	var ws []ledger.ReadModelWrite
-	var err error
-	s.popSettled(func(t *Task) {
-		if err == nil {
-			ws, err = appendTaskWrites(ws, t)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return append(ws, rmHeadWrite(s.Head.Seq)), nil
-}
-
-// ReadModelWrites is the whole read model at the head, as a rebuild writes
-// it (after ResetReadModel) and as verify expects to find it.
-func (s *State) ReadModelWrites() ([]ledger.ReadModelWrite, error) {
-	var ws []ledger.ReadModelWrite
-	for _, t := range s.taskOrder {
-		if !s.Settled(t) {
+		t := s.Tasks[e.t.ID]
+		if t == nil || !s.Settled(t) {
 			continue
 		}
+		delete(s.Tasks, t.ID)
+		if s.orderShared { // a capture reads the order: it gets its own from now on
+			s.taskOrder, s.orderShared = slices.Clone(s.taskOrder), false
+		}
+		s.taskOrder[t.pos] = nil
+		s.orderHoles++
+		s.counts.move(t.State, "")
+		s.settledCounts.move("", t.State)
+		if s.onSettle != nil {
+			if s.settleErr == nil {
+				s.settleErr = s.onSettle(t)
+			}
+		} else {
+			if s.toWriteIDs == nil {
+				s.toWriteIDs = map[string]*Task{}
+			}
+			s.toWrite = append(s.toWrite, t)
+			s.toWriteIDs[t.ID] = t
+		}
+	}
+	if s.orderHoles > 1024 && s.orderHoles > len(s.taskOrder)/2 {
+		s.compactOrder()
+	}
+}
+
+// shareOrder returns the creation order for a capture, which reads it
+// while the projections go on: a settled task's hole is then made in a
+// copy.
+func (s *State) shareOrder() []*Task {
+	s.orderShared = true
+	return s.taskOrder
+}
+
+// compactOrder drops the holes settled tasks left in the creation order
+// (into a new slice: a capture may share the old one).
+func (s *State) compactOrder() {
+	order := make([]*Task, 0, len(s.taskOrder)-s.orderHoles)
+	for _, t := range s.taskOrder {
+		if t != nil {
+			t.pos = len(order)
+			order = append(order, t)
+		}
+	}
+	s.taskOrder, s.orderHoles, s.orderShared = order, 0, false
+}
+
+// SettleLoaded marks the tasks settled by freshly loaded projections as
+// written: their documents are on disk already (the node checks the read
+// model's head against the log's, and rebuilds it when they differ).
+func (s *State) SettleLoaded() { s.toWrite, s.toWriteIDs, s.justWritten = nil, nil, nil }
+
+// TakeReadModel returns the read-model writes of the tasks settled since
+// the last call (or SettleLoaded), the settled counts and the read
+// model's new head: what the batch whose newest event is the head writes
+// beside its events. The tasks stay readable from memory until the next
+// call (their batch commits first: TakeReadModel runs only when nothing
+// is in flight).
+func (s *State) TakeReadModel() ([]ledger.ReadModelWrite, error) {
+	var ws []ledger.ReadModelWrite
+	for _, t := range s.toWrite {
 		var err error
 		if ws, err = appendTaskWrites(ws, t); err != nil {
 			return nil, err
 		}
 	}
-	return append(ws, rmHeadWrite(s.Head.Seq), ledger.ReadModelWrite{Bucket: RMMeta, Key: rmKeyVersion, Value: s.rmVersion()}), nil
+	s.justWritten, s.toWrite, s.toWriteIDs = s.toWriteIDs, nil, nil
+	return append(ws, rmHeadWrite(s.Head.Seq), s.rmCountsWrite()), nil
 }
+
+// SettledCountsFrom sets the settled tasks' counts per state from the read
+// model's meta record (nil: none), after a load from a snapshot, which
+// holds no settled task.
+func (s *State) SettledCountsFrom(v []byte) error {
+	var c stateCounts
+	if v != nil {
+		if len(v) != 8*len(c) {
+			return fmt.Errorf("projections: read-model counts of %d bytes", len(v))
+		}
+		for i := range c {
+			c[i] = int(binary.BigEndian.Uint64(v[8*i:]))
+		}
+	}
+	s.settledCounts = c
+	return nil
+}
+
+func (s *State) rmCountsWrite() ledger.ReadModelWrite {
+	v := make([]byte, 0, 8*len(s.settledCounts))
+	for _, n := range s.settledCounts {
+		v = binary.BigEndian.AppendUint64(v, uint64(n))
+	}
+	return ledger.ReadModelWrite{Bucket: RMMeta, Key: rmKeyCounts, Value: v}
+}
+
+// ReadModelMeta is what a replay that settled every task writes last: the
+// head, the settled counts and the version.
+func (s *State) ReadModelMeta() []ledger.ReadModelWrite {
+	return []ledger.ReadModelWrite{rmHeadWrite(s.Head.Seq), s.rmCountsWrite(),
+		{Bucket: RMMeta, Key: rmKeyVersion, Value: s.rmVersion()}}
+}
+
+// TaskWrites are the read-model writes of a settled task (its document
+// and index entries).
+func TaskWrites(t *Task) ([]ledger.ReadModelWrite, error) { return appendTaskWrites(nil, t) }
+
+// DiscardSettled makes the projections drop tasks as they settle (a
+// verifier's replay, which only checks the log).
+func (s *State) DiscardSettled() { s.onSettle = func(*Task) error { return nil } }
 
 // rmVersion is what a read model must have been written with to be kept:
 // its layout, the projections' schema and the retention that settles
@@ -151,8 +227,9 @@ func rmHeadWrite(seq uint64) ledger.ReadModelWrite {
 	return ledger.ReadModelWrite{Bucket: RMMeta, Key: rmKeyHead, Value: u64key(seq)}
 }
 
-// RMHeadKey and RMVersionKey are the meta bucket's keys.
+// RMHeadKey, RMVersionKey and RMCountsKey are the meta bucket's keys.
 func RMHeadKey() []byte    { return slices.Clone(rmKeyHead) }
+func RMCountsKey() []byte  { return slices.Clone(rmKeyCounts) }
 func RMVersionKey() []byte { return slices.Clone(rmKeyVersion) }
 
 func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -174,6 +251,15 @@ func appendTaskWrites(ws []ledger.ReadModelWrite, t *Task) ([]ledger.ReadModelWr
 	)
 	if t.Claim != nil {
 		ws = append(ws, ledger.ReadModelWrite{Bucket: RMDevice, Key: RMStateKey(t.Claim.DeviceID, t.CreateSeq), Value: id})
+	}
+	blob := func(sha string) {
+		ws = append(ws, ledger.ReadModelWrite{Bucket: RMBlobs, Key: []byte(sha + "\x00" + t.ID), Value: id})
+	}
+	if t.Image != nil {
+		blob(t.Image.SHA256)
+	}
+	for _, e := range t.Evidence {
+		blob(e.SHA256)
 	}
 	return ws, nil
 }

@@ -285,6 +285,19 @@ type State struct {
 	counts        stateCounts
 	unended       []*Task    // tasks not ended, in no order: the ones a capture copies
 	settling      settleHeap // ended tasks not yet settled, by when they settle (readmodel.go)
+
+	// The read model (readmodel.go): settled tasks leave the map and the
+	// creation order (a hole until compacted) for toWrite, then for
+	// justWritten once their batch was handed to the committer.
+	settledCounts stateCounts
+	orderShared   bool // a capture shares taskOrder: copy before a change in place
+	orderHoles    int
+	toWrite       []*Task
+	toWriteIDs    map[string]*Task
+	justWritten   map[string]*Task
+	onSettle      func(*Task) error // RebuildSettling: hand settled tasks over instead
+	settleErr     error
+	finished      FinishedStore
 }
 
 const taskPrefix = "task/"
@@ -345,7 +358,7 @@ func (c *stateCounts) move(from, to wire.State) {
 func (s *State) StateCounts() map[string]int {
 	out := make(map[string]int, len(s.counts))
 	for _, st := range AllStates() {
-		out[string(st)] = s.counts[stateIndex(st)]
+		out[string(st)] = s.counts[stateIndex(st)] + s.settledCounts[stateIndex(st)]
 	}
 	return out
 }
@@ -383,7 +396,7 @@ func (s *State) DeviceByTokenHash(h string) (*Device, bool) {
 func (s *State) TaskIDsNewestFirst(before uint64, fn func(t *Task) bool) {
 	for i := len(s.taskOrder) - 1; i >= 0; i-- {
 		t := s.taskOrder[i]
-		if before != 0 && t.CreateSeq >= before {
+		if t == nil || before != 0 && t.CreateSeq >= before {
 			continue
 		}
 		if !fn(t) {
@@ -456,7 +469,7 @@ func (s *State) CheckStateCounts() error {
 		if in == t.Terminal() || (!in && t.unendedAt != 0) {
 			return fmt.Errorf("projections: task %s (%s) is %v in the unended set (at %d)", t.ID, t.State, in, t.unendedAt)
 		}
-		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t {
+		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t || s.Settled(t) {
 			return fmt.Errorf("projections: task %s is not at %d of the creation order", t.ID, t.pos)
 		}
 		if !t.Terminal() {
