@@ -1,6 +1,9 @@
 package projections
 
-import "crypto/sha256"
+import (
+	"crypto/sha256"
+	"slices"
+)
 
 // Reply holds the values of a device answer as of the original command, so
 // that a replay answers with exactly what was answered then.
@@ -81,6 +84,8 @@ type IdemView struct {
 	// goneBatches are gone's soft records, oldest collection first.
 	goneBatches []goneBatch
 	goneSeq     int
+	// expiredSince counts the records expired since the last shrink.
+	expiredSince int
 }
 
 func newIdemView() *IdemView {
@@ -203,5 +208,22 @@ func (v *IdemView) expireFront(headAt, retention int64) {
 	}
 	if n > 0 {
 		v.Order = v.Order[n:] // the backing array is reclaimed as append moves it
+		v.expiredSince += n
+		if v.expiredSince > 4096 && v.expiredSince > 2*len(v.Records) {
+			v.shrink()
+		}
 	}
+}
+
+// shrink lets go of what expired records leave behind when most of them
+// expired since the last time: the front of the order's backing array,
+// which still names them until an append moves it (a new array: captures
+// may share the old one), and the room of the map (a map never shrinks).
+func (v *IdemView) shrink() {
+	v.Order = slices.Clone(v.Order)
+	records := make(map[string]*IdemRecord, len(v.Records))
+	for id, r := range v.Records {
+		records[id] = r
+	}
+	v.Records, v.expiredSince = records, 0
 }

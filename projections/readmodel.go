@@ -119,6 +119,9 @@ func (s *State) settle() {
 	if s.orderHoles > 1024 && s.orderHoles > len(s.taskOrder)/2 {
 		s.compactOrder()
 	}
+	if len(s.settling) == 0 && cap(s.settling) > 1024 {
+		s.settling = nil // the heap's array held every task that ended
+	}
 }
 
 // shareOrder returns the creation order for a capture, which reads it
@@ -140,6 +143,11 @@ func (s *State) compactOrder() {
 		}
 	}
 	s.taskOrder, s.orderHoles, s.orderShared = order, 0, false
+	tasks := make(map[string]*Task, len(order)) // a map never shrinks: the settled ones' room goes
+	for _, t := range order {
+		tasks[t.ID] = t
+	}
+	s.Tasks = tasks
 }
 
 // SettleLoaded marks the tasks settled by freshly loaded projections as
