@@ -154,7 +154,8 @@ func open(cfg Config, src source) (*Node, error) {
 	}
 	metrics := api.NewMetrics()
 	start := time.Now() //tl:wallclock replay-duration metric
-	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
+	// A cluster's stream keeps no read model: its nodes keep settled tasks.
+	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds(), KeepSettled: store == nil}
 	loaded, err := LoadProjectionsFrom(backend, cfg.DataDir, pcfg, cfg.Logger)
 	if err != nil {
 		// A log that does not replay: name its first damaged event when

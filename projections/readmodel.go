@@ -90,6 +90,9 @@ func (s *State) ended(t *Task) {
 // that the projections at a head hold the same tasks however they were
 // built.
 func (s *State) settle() {
+	if s.cfg.KeepSettled {
+		return
+	}
 	for len(s.settling) > 0 && s.settling[0].at <= s.Head.At {
 		e := heap.Pop(&s.settling).(settleEntry)
 		t := s.Tasks[e.t.ID]

@@ -245,6 +245,9 @@ type Presence struct {
 // Config is what projections need to know about the server's settings.
 type Config struct {
 	IdempotencyRetentionMs int64
+	// KeepSettled keeps settled tasks in memory (and in snapshots): for
+	// a log that keeps no read model on disk (a cluster's stream).
+	KeepSettled bool
 }
 
 // CheckClaimsAgainst makes the fold refuse, from now on, a server-issued
