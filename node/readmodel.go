@@ -73,16 +73,24 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) 
 	}
 	var ws []ledger.ReadModelWrite
 	n := 0
+	flush := func() error {
+		var err error
+		if len(ws) >= rebuildChunk {
+			err, ws = store.WriteReadModel(ws), ws[:0]
+		}
+		return err
+	}
 	again, err := projections.RebuildSettling(store, cfg, func(t *projections.Task) error {
 		tw, err := projections.TaskWrites(t)
 		if err != nil {
 			return err
 		}
 		n++
-		if ws = append(ws, tw...); len(ws) >= rebuildChunk {
-			err, ws = store.WriteReadModel(ws), ws[:0]
-		}
-		return err
+		ws = append(ws, tw...)
+		return flush()
+	}, func(t string) error {
+		ws = append(ws, projections.TombWrite(t))
+		return flush()
 	})
 	if err != nil {
 		return 0, err
@@ -94,7 +102,7 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) 
 // settled task's writes against the read model on disk, and a check of
 // what is left for after the replay: the meta record, and no key on disk
 // that the replay did not write.
-func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(*projections.State) error) {
+func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(string) error, func(*projections.State) error) {
 	seen := map[string]int{}
 	check := func(w ledger.ReadModelWrite) error {
 		got, err := store.ReadModelGet(w.Bucket, w.Key)
@@ -122,6 +130,7 @@ func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(
 		}
 		return nil
 	}
+	onTomb := func(t string) error { return check(projections.TombWrite(t)) }
 	finish := func(st *projections.State) error {
 		for _, w := range st.ReadModelMeta() {
 			if err := check(w); err != nil {
@@ -142,5 +151,5 @@ func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(
 		}
 		return nil
 	}
-	return onSettle, finish
+	return onSettle, onTomb, finish
 }

@@ -141,7 +141,7 @@ func changed(t *testing.T, store *ledger.Store, bucket, key string, value []byte
 	t.Helper()
 	var ws []ledger.ReadModelWrite
 	err := store.ReadModelBuckets(func(b string, k, v []byte) error {
-		w := ledger.ReadModelWrite{Bucket: b, Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)}
+		w := ledger.ReadModelWrite{Bucket: b, Key: append([]byte(nil), k...), Value: append([]byte{}, v...)}
 		if b == bucket && string(k) == key {
 			w.Value = value
 		}

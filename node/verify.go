@@ -84,7 +84,7 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if err != nil {
 		return nil, &Violation{Err: err}
 	}
-	compare, finish := compareReadModel(store)
+	compare, compareTomb, finish := compareReadModel(store)
 	dataDir := DataDir(store)
 	again, err := projections.RebuildSettling(store, cfg, func(t *projections.Task) error {
 		if err := checkTaskBlobs(dataDir, t); err != nil {
@@ -92,6 +92,11 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 		}
 		if rmChecked {
 			return compare(t)
+		}
+		return nil
+	}, func(t string) error {
+		if rmChecked {
+			return compareTomb(t)
 		}
 		return nil
 	})

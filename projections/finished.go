@@ -17,7 +17,7 @@ type FinishedStore interface {
 
 // UseFinished makes reads of settled tasks go to the read model in f
 // (the node's bbolt file). Without it a settled task reads as absent.
-func (s *State) UseFinished(f FinishedStore) { s.finished = f }
+func (s *State) UseFinished(f FinishedStore) { s.finished, s.Idem.finished = f, f }
 
 // Task returns the task id: from memory while it is live, from the read
 // model once it settled (nil when there is no such task). The sequencer

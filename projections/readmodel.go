@@ -20,17 +20,21 @@ import (
 // batch whose newest event settles it, so the buckets hold exactly the
 // tasks settled at the log's head: a pure function of the log.
 const (
+	// RMTombstones is the read model's index of expired keys.
+	RMTombstones = RMTombs
+
 	// ReadModelVersion changes whenever the buckets' layout or documents
 	// change: a read model of another version is rebuilt at start.
 	ReadModelVersion = 1
 
-	RMTasks   = ledger.ReadModelPrefix + "tasks"   // task id → document (one task of the snapshot's task encoding)
-	RMOrder   = ledger.ReadModelPrefix + "order"   // creation seq (8 bytes) → task id
-	RMState   = ledger.ReadModelPrefix + "state"   // state, 0, creation seq → task id
-	RMDevice  = ledger.ReadModelPrefix + "device"  // claim's device id, 0, creation seq → task id
-	RMUpdated = ledger.ReadModelPrefix + "updated" // updated_at (8 bytes), creation seq → task id
-	RMBlobs   = ledger.ReadModelPrefix + "blobs"   // blob sha256 (hex), 0, task id → task id: the images and evidence it names
-	RMMeta    = ledger.ReadModelPrefix + "meta"    // "head" → seq; "counts" → settled tasks per state; "version" → version, schema, retention
+	RMTasks   = ledger.ReadModelPrefix + "tasks"      // task id → document (one task of the snapshot's task encoding)
+	RMOrder   = ledger.ReadModelPrefix + "order"      // creation seq (8 bytes) → task id
+	RMState   = ledger.ReadModelPrefix + "state"      // state, 0, creation seq → task id
+	RMDevice  = ledger.ReadModelPrefix + "device"     // claim's device id, 0, creation seq → task id
+	RMUpdated = ledger.ReadModelPrefix + "updated"    // updated_at (8 bytes), creation seq → task id
+	RMTombs   = ledger.ReadModelPrefix + "tombstones" // SHA-256 of an expired key's scope and key (32 bytes) → empty
+	RMBlobs   = ledger.ReadModelPrefix + "blobs"      // blob sha256 (hex), 0, task id → task id: the images and evidence it names
+	RMMeta    = ledger.ReadModelPrefix + "meta"       // "head" → seq; "counts" → settled tasks per state; "version" → version, schema, retention
 )
 
 var (
@@ -156,7 +160,16 @@ func (s *State) compactOrder() {
 // SettleLoaded marks the tasks settled by freshly loaded projections as
 // written: their documents are on disk already (the node checks the read
 // model's head against the log's, and rebuilds it when they differ).
-func (s *State) SettleLoaded() { s.toWrite, s.toWriteIDs, s.justWritten = nil, nil, nil }
+func (s *State) SettleLoaded() {
+	s.toWrite, s.toWriteIDs, s.justWritten = nil, nil, nil
+	s.Idem.tombsWritten()
+}
+
+// TombWrite is the read-model write of a tombstone (an expired key's
+// SHA-256).
+func TombWrite(t string) ledger.ReadModelWrite {
+	return ledger.ReadModelWrite{Bucket: RMTombs, Key: []byte(t), Value: []byte{}}
+}
 
 // TakeReadModel returns the read-model writes of the tasks settled since
 // the last call (or SettleLoaded), the settled counts and the read
@@ -173,6 +186,9 @@ func (s *State) TakeReadModel() ([]ledger.ReadModelWrite, error) {
 		}
 	}
 	s.justWritten, s.toWrite, s.toWriteIDs = s.toWriteIDs, nil, nil
+	for _, t := range s.Idem.drainTombs() {
+		ws = append(ws, TombWrite(t))
+	}
 	return append(ws, rmHeadWrite(s.Head.Seq), s.rmCountsWrite()), nil
 }
 
@@ -214,7 +230,10 @@ func TaskWrites(t *Task) ([]ledger.ReadModelWrite, error) { return appendTaskWri
 
 // DiscardSettled makes the projections drop tasks as they settle (a
 // verifier's replay, which only checks the log).
-func (s *State) DiscardSettled() { s.onSettle = func(*Task) error { return nil } }
+func (s *State) DiscardSettled() {
+	s.onSettle = func(*Task) error { return nil }
+	s.Idem.onTomb = func(string) {}
+}
 
 // rmVersion is what a read model must have been written with to be kept:
 // its layout, the projections' schema and the retention that settles

@@ -50,6 +50,10 @@ func TestReadModelWritesDoNotDependOnBatching(t *testing.T) {
 			want[w.Bucket+"\x00"+string(w.Key)] = string(w.Value)
 		}
 		return err
+	}, func(tomb string) error {
+		w := projections.TombWrite(tomb)
+		want[w.Bucket+"\x00"+string(w.Key)] = string(w.Value)
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

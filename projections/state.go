@@ -17,8 +17,10 @@ import (
 // heartbeats: lease-judged events fold their lease and device time in.
 // 4: idempotency records hold a domain Outcome instead of an HTTP status.
 // 5: admin tokens created and revoked through the log. 6: admin tokens
-// carry their role.)
-const SchemaVersion = 6
+// carry their role. 7: settled tasks and expired keys' tombstones leave
+// the projections for the read model on disk; the tombstone section holds
+// their filter.)
+const SchemaVersion = 7
 
 // Task states: the wire's (one set for server and client).
 const (
