@@ -67,15 +67,10 @@ func namedBlobs(st *projections.State) map[string]bool {
 // names.
 func replacedImages(store *ledger.Store, st *projections.State) (map[string]bool, error) {
 	out := map[string]bool{}
-	// Settled tasks too (read from the read model: only when a blob is
-	// named by nothing else, which a crash leaves behind).
+	// Settled tasks too (the read model's index of the amended ones: only
+	// when a blob is named by nothing else).
 	var amended []string
-	if err := st.EachTask(func(t *projections.Task) error {
-		if t.Revision > 1 {
-			amended = append(amended, t.ID)
-		}
-		return nil
-	}); err != nil {
+	if err := st.AmendedTasks(func(id string) error { amended = append(amended, id); return nil }); err != nil {
 		return nil, err
 	}
 	for _, id := range amended {

@@ -1,8 +1,12 @@
 package node_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -265,4 +269,53 @@ func okBody(t *testing.T, r *nodetest.Resp) []byte {
 	t.Helper()
 	nodetest.Must(t, r, 200)
 	return r.Body
+}
+
+// Start keeps every blob a settled task references — its reference image,
+// one it replaced, its evidence — found through the read model's indexes,
+// and still collects an orphan; the settled task's blobs are served.
+func TestStartKeepsTheBlobsOfSettledTasks(t *testing.T) {
+	hour := nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour })
+	n := nodetest.Start(t, hour)
+	id := n.CreateTask(map[string]any{"k": 1})
+	old, current := gcImage(t, 1, false), gcImage(t, 2, false)
+	for _, img := range [][]byte{old, current} {
+		nodetest.Must(t, n.Do("PUT", "/api/v1/admin/tasks/"+id+"/reference-image", n.AdminToken, img,
+			map[string]string{"Content-Type": "image/jpeg"}), 200)
+	}
+	nodetest.Must(t, n.Cancel(id), 200)
+	d := n.ReadyDevice(t)
+	run := n.StartTask(t, d, map[string]any{"k": 2})
+	shot := gcImage(t, 3, true)
+	up := n.Do("POST", "/api/v1/device/tasks/"+run.TaskID+"/evidence", d.Token, shot, map[string]string{
+		"Content-Type": "image/png", "X-Claim-Token": run.Token, "X-Claim-Generation": "1",
+		"X-Execution-Id": run.ExecutionID, "X-Evidence-Kind": "screenshot", "X-Captured-At": "2026-03-01T10:00:00.000Z"})
+	nodetest.Must(t, up, 201)
+	nodetest.Must(t, run.Complete(map[string]any{"ok": true}), 200)
+	n.Advance(2 * time.Hour)
+	n.CreateTask(nil) // settles both
+	n.Engine.Read(func(s *projections.State) {
+		if s.Tasks[id] != nil || s.Tasks[run.TaskID] != nil {
+			t.Fatal("the tasks did not settle")
+		}
+	})
+	orphan := gcImage(t, 4, true)
+	if err := os.WriteFile(filepath.Join(n.Dir, ledger.BlobDir, gcSHA(orphan)), orphan, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := n.Restart(hour)
+	want := []string{gcSHA(old), gcSHA(current), gcSHA(shot)}
+	sort.Strings(want)
+	if got := blobNames(t, m.Dir); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("blobs after start: %v, want %v", got, want)
+	}
+	img := m.Do("GET", "/api/v1/admin/tasks/"+id+"/reference-image", m.AdminToken, nil, nil)
+	if img.Status != 200 || !bytes.Equal(img.Body, current) {
+		t.Fatalf("reference image of a settled task: %d", img.Status)
+	}
+	ev := m.Task(run.TaskID)["evidence"].([]any)[0].(map[string]any)
+	got := m.Do("GET", "/api/v1/admin/tasks/"+run.TaskID+"/evidence/"+nodetest.Str(ev, "evidence_id"), m.AdminToken, nil, nil)
+	if got.Status != 200 || !bytes.Equal(got.Body, shot) {
+		t.Fatalf("evidence of a settled task: %d", got.Status)
+	}
 }

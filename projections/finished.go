@@ -113,38 +113,6 @@ func (s *State) TasksNewestFirst(before uint64, state wire.State, device string,
 	return nil
 }
 
-// EachTask calls fn with every task, live and settled (settled ones from
-// the read model), in no particular order, until fn returns an error.
-func (s *State) EachTask(fn func(t *Task) error) error {
-	for _, t := range s.taskOrder {
-		if t != nil {
-			if err := fn(t); err != nil {
-				return err
-			}
-		}
-	}
-	for _, ts := range []map[string]*Task{s.toWriteIDs, s.justWritten} {
-		for _, t := range ts {
-			if err := fn(t); err != nil {
-				return err
-			}
-		}
-	}
-	if s.finished == nil {
-		return nil
-	}
-	return s.finished.ReadModelScan(RMTasks, nil, nil, false, func(k, v []byte) (bool, error) {
-		if s.toWriteIDs[string(k)] != nil || s.justWritten[string(k)] != nil {
-			return true, nil
-		}
-		t, err := DecodeFinishedTask(v)
-		if err != nil {
-			return false, err
-		}
-		return true, fn(t)
-	})
-}
-
 var _ FinishedStore = (*ledger.Store)(nil)
 
 // SettledNamesBlob reports whether a settled task names the blob sha (its
@@ -171,4 +139,41 @@ func (s *State) SettledNamesBlob(sha string) (bool, error) {
 		return false, nil
 	})
 	return found, err
+}
+
+// AmendedTasks calls fn with the id of every task amended at least once
+// (revision > 1), live and settled (the read model's index of them), so
+// that blob collection reads their streams for replaced images without
+// reading every settled task.
+func (s *State) AmendedTasks(fn func(id string) error) error {
+	var ids []string
+	for _, t := range s.taskOrder {
+		if t != nil && t.Revision > 1 {
+			ids = append(ids, t.ID)
+		}
+	}
+	for _, ts := range []map[string]*Task{s.toWriteIDs, s.justWritten} {
+		for _, t := range ts {
+			if t.Revision > 1 {
+				ids = append(ids, t.ID)
+			}
+		}
+	}
+	if s.finished != nil {
+		err := s.finished.ReadModelScan(RMAmended, nil, nil, false, func(k, _ []byte) (bool, error) {
+			if s.toWriteIDs[string(k)] == nil && s.justWritten[string(k)] == nil {
+				ids = append(ids, string(k))
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if err := fn(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -32,6 +32,7 @@ const (
 	RMState   = ledger.ReadModelPrefix + "state"      // state, 0, creation seq → task id
 	RMDevice  = ledger.ReadModelPrefix + "device"     // claim's device id, 0, creation seq → task id
 	RMUpdated = ledger.ReadModelPrefix + "updated"    // updated_at (8 bytes), creation seq → task id
+	RMAmended = ledger.ReadModelPrefix + "amended"    // task id of a settled task amended at least once (revision > 1) → empty
 	RMTombs   = ledger.ReadModelPrefix + "tombstones" // SHA-256 of an expired key's scope and key (32 bytes) → empty
 	RMBlobs   = ledger.ReadModelPrefix + "blobs"      // blob sha256 (hex), 0, task id → task id: the images and evidence it names
 	RMMeta    = ledger.ReadModelPrefix + "meta"       // "head" → seq; "counts" → settled tasks per state; "version" → version, schema, retention
@@ -281,6 +282,9 @@ func appendTaskWrites(ws []ledger.ReadModelWrite, t *Task) ([]ledger.ReadModelWr
 	)
 	if t.Claim != nil {
 		ws = append(ws, ledger.ReadModelWrite{Bucket: RMDevice, Key: RMStateKey(t.Claim.DeviceID, t.CreateSeq), Value: id})
+	}
+	if t.Revision > 1 {
+		ws = append(ws, ledger.ReadModelWrite{Bucket: RMAmended, Key: id, Value: []byte{}})
 	}
 	blob := func(sha string) {
 		ws = append(ws, ledger.ReadModelWrite{Bucket: RMBlobs, Key: []byte(sha + "\x00" + t.ID), Value: id})
