@@ -85,8 +85,13 @@ func TestSettledTasksLeaveTheHeap(t *testing.T) {
 	if got := settled.StateCounts()[string(projections.StateCanceled)]; got != tasks {
 		t.Fatalf("settled replay counts %d canceled tasks, want %d", got, tasks)
 	}
-	t.Logf("replayed heap per finished task: %d B in memory (records unexpired), %d B settled (%d tombstones in memory)",
-		liveHeap/tasks, settledHeap/tasks, len(settled.Idem.Tombstones))
+	liveSnap, _ := live.Canonical()
+	settledSnap, _ := settled.Canonical()
+	t.Logf("per finished task: replayed heap %d B in memory (records unexpired), %d B settled (%d tombstones in memory); snapshot content %d B, %d B settled",
+		liveHeap/tasks, settledHeap/tasks, len(settled.Idem.Tombstones), len(liveSnap)/tasks, len(settledSnap)/tasks)
+	if len(settledSnap) > 16*tasks {
+		t.Fatalf("a snapshot of settled tasks holds %d B per task", len(settledSnap)/tasks)
+	}
 	if settledHeap*6 > liveHeap {
 		t.Fatalf("settled replay holds %d B, the in-memory one %d B: settling frees less than five sixths", settledHeap, liveHeap)
 	}
