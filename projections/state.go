@@ -474,7 +474,7 @@ func (s *State) CheckStateCounts() error {
 		if in == t.Terminal() || (!in && t.unendedAt != 0) {
 			return fmt.Errorf("projections: task %s (%s) is %v in the unended set (at %d)", t.ID, t.State, in, t.unendedAt)
 		}
-		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t || s.Settled(t) {
+		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t || (!s.cfg.KeepSettled && s.Settled(t)) {
 			return fmt.Errorf("projections: task %s is not at %d of the creation order", t.ID, t.pos)
 		}
 		if !t.Terminal() {
