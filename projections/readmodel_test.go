@@ -128,3 +128,38 @@ func TestNothingSettlesWithoutRetention(t *testing.T) {
 		t.Fatalf("without retention %d writes, want the head and counts only", len(ws))
 	}
 }
+
+// A capture is a point in time though tasks settle after it: the creation
+// order it shares is not holed under it (a settled task's hole is made in
+// a copy), so it encodes the projections as they were when taken.
+func TestCaptureKeepsTasksThatSettleAfterIt(t *testing.T) {
+	evs := fixtureEvents(t)
+	span := evs[len(evs)-1].At - evs[0].At
+	cfg := projections.Config{IdempotencyRetentionMs: span / 4}
+	for cut := 1; cut < len(evs); cut += 5 {
+		s, at := projections.New(cfg), projections.New(cfg)
+		for _, e := range evs[:cut] {
+			if err := s.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+			if err := at.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := s.Capture()
+		before := len(s.Tasks)
+		for _, e := range evs[cut:] {
+			if err := s.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := at.Canonical()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("capture at event %d (%d tasks, %d after) encodes unlike the projections then", cut, before, len(s.Tasks))
+		}
+	}
+}
