@@ -156,6 +156,16 @@ func (s *State) compactOrder() {
 		tasks[t.ID] = t
 	}
 	s.Tasks = tasks
+	// The claim indexes drop stale entries lazily, at their top: those of
+	// settled tasks (never claimed, or claimed long ago) go now, which a
+	// claim decision would skip anyway.
+	s.queue = slices.Clone(slices.DeleteFunc(s.queue, func(e queueEntry) bool {
+		t := s.Tasks[e.taskID]
+		return t == nil || t.queueEpoch != e.epoch
+	}))
+	heap.Init(&s.queue)
+	s.claimExpiry = slices.Clone(slices.DeleteFunc(s.claimExpiry, func(e expiryEntry) bool { return s.Tasks[e.taskID] == nil }))
+	heap.Init(&s.claimExpiry)
 }
 
 // SettleLoaded marks the tasks settled by freshly loaded projections as
