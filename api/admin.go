@@ -46,11 +46,16 @@ func (s *Server) answerTask(c echo.Context, res commands.Result) error {
 // sendTask answers the task document of id as committed now.
 func (s *Server) sendTask(c echo.Context, id string, status int) error {
 	var w *jsonw
+	var err error
 	s.eng.ReadNow(func(st *projections.State, now int64) {
-		if t := st.Tasks[id]; t != nil {
+		var t *projections.Task
+		if t, err = st.Task(id); t != nil {
 			w = writeTask(newJSONW(), st, t, now)
 		}
 	})
+	if err != nil {
+		return err
+	}
 	if w == nil {
 		return commands.ErrTaskNotFound
 	}
@@ -366,10 +371,8 @@ func (s *Server) putReferenceImage(c echo.Context) error {
 		return err
 	}
 	id := c.Param("id")
-	var exists bool
-	s.eng.Read(func(st *projections.State) { exists = st.Tasks[id] != nil })
-	if !exists {
-		return commands.ErrTaskNotFound
+	if err := s.taskExists(id); err != nil {
+		return err
 	}
 	sha, err := s.blobs.Put(data)
 	if err != nil {
@@ -421,19 +424,15 @@ func (s *Server) listTasks(c echo.Context) error {
 	}
 	page := wire.TaskPage{Tasks: []wire.TaskDetail{}, Counts: map[string]uint64{}}
 	tasks := page.Tasks
+	var lerr error
 	s.eng.ReadNow(func(st *projections.State, now int64) {
 		for k, v := range st.StateCounts() {
 			page.Counts[k] = uint64(v)
 		}
 		head := st.Head.Seq
 		page.ServerTime, page.HeadSeq = formatTime(now), &head
-		st.TaskIDsNewestFirst(uint64(cursor), func(t *projections.Task) bool {
-			if state != "" && t.State != state {
-				return true
-			}
-			if device != "" && (t.Claim == nil || t.Claim.DeviceID != device) {
-				return true
-			}
+		// Live tasks and settled ones (read model on disk), one order.
+		lerr = st.TasksNewestFirst(uint64(cursor), state, device, func(t *projections.Task) bool {
 			if needs != nil && st.NeedsOperator(t, now) != *needs {
 				return true
 			}
@@ -446,6 +445,9 @@ func (s *Server) listTasks(c echo.Context) error {
 			return true
 		})
 	})
+	if lerr != nil {
+		return lerr
+	}
 	page.Tasks = tasks
 	return c.JSON(http.StatusOK, page)
 }
@@ -466,10 +468,8 @@ func queryInt(v string, def, lo, hi int64) (int64, error) {
 // taskEvents: GET /admin/tasks/{id}/events.
 func (s *Server) taskEvents(c echo.Context) error {
 	id := c.Param("id")
-	var exists bool
-	s.eng.Read(func(st *projections.State) { exists = st.Tasks[id] != nil })
-	if !exists {
-		return commands.ErrTaskNotFound
+	if err := s.taskExists(id); err != nil {
+		return err
 	}
 	out := []wire.Event{}
 	err := s.events.Stream(events.TaskStream(id), func(e *ledger.Event) error {
@@ -533,8 +533,10 @@ func (s *Server) globalEvents(c echo.Context) error {
 func (s *Server) getEvidence(c echo.Context) error {
 	var sha string
 	var exists bool
+	var err error
 	s.eng.Read(func(st *projections.State) {
-		if t := st.Tasks[c.Param("id")]; t != nil {
+		var t *projections.Task
+		if t, err = st.Task(c.Param("id")); t != nil {
 			exists = true
 			for _, e := range t.Evidence {
 				if e.ID == c.Param("eid") {
@@ -543,6 +545,9 @@ func (s *Server) getEvidence(c echo.Context) error {
 			}
 		}
 	})
+	if err != nil {
+		return err
+	}
 	if !exists {
 		return commands.ErrTaskNotFound
 	}
@@ -558,14 +563,19 @@ func (s *Server) getEvidence(c echo.Context) error {
 func (s *Server) getReferenceImage(c echo.Context) error {
 	var sha string
 	var exists bool
+	var err error
 	s.eng.Read(func(st *projections.State) {
-		if t := st.Tasks[c.Param("id")]; t != nil {
+		var t *projections.Task
+		if t, err = st.Task(c.Param("id")); t != nil {
 			exists = true
 			if t.Image != nil {
 				sha = t.Image.SHA256
 			}
 		}
 	})
+	if err != nil {
+		return err
+	}
 	if !exists {
 		return commands.ErrTaskNotFound
 	}
@@ -591,4 +601,19 @@ func (s *Server) advanceClock(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, wire.ServerTime{ServerTime: formatTime(res.Value.(int64))})
+}
+
+// taskExists answers nil when the task id exists, live or settled (read
+// from the read model on disk), and ErrTaskNotFound otherwise.
+func (s *Server) taskExists(id string) error {
+	var t *projections.Task
+	var err error
+	s.eng.Read(func(st *projections.State) { t, err = st.Task(id) })
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return commands.ErrTaskNotFound
+	}
+	return nil
 }

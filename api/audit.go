@@ -9,8 +9,6 @@ import (
 
 	"taskledger/audit/merkle"
 	"taskledger/audit/transparency"
-	"taskledger/commands"
-	"taskledger/projections"
 )
 
 // Errors of the checkpoint and proof routes (stable codes).
@@ -44,10 +42,8 @@ func (s *Server) auditBundle(c echo.Context) error {
 		return invalid("this route takes no query parameter")
 	}
 	id := c.Param("id")
-	exists := false
-	s.eng.Read(func(st *projections.State) { exists = st.Tasks[id] != nil })
-	if !exists {
-		return commands.ErrTaskNotFound
+	if err := s.taskExists(id); err != nil {
+		return err
 	}
 	b, err := s.tlog.Bundle(id)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"taskledger/commands"
 	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/projections"
@@ -33,12 +32,9 @@ type ProvenanceJSON struct {
 func (s *Server) provenance(c echo.Context) error {
 	id := c.Param("id")
 	var cfg projections.Config
-	found := false
-	s.eng.Read(func(st *projections.State) {
-		found, cfg = st.Tasks[id] != nil, st.Config()
-	})
-	if !found {
-		return commands.ErrTaskNotFound
+	s.eng.Read(func(st *projections.State) { cfg = st.Config() })
+	if err := s.taskExists(id); err != nil {
+		return err
 	}
 	mine := map[uint64]bool{}
 	var last uint64
@@ -49,6 +45,7 @@ func (s *Server) provenance(c echo.Context) error {
 		return err
 	}
 	st := projections.New(cfg)
+	st.DiscardSettled() // other tasks may settle on the way: only this one is read
 	prev := map[string]string{}
 	fields := map[string]ProvenanceJSON{}
 	err := s.events.Range(0, func(e *ledger.Event) error {

@@ -140,7 +140,10 @@ func (c *CreateTask) Decide(x *Ctx) (*Decision, error) {
 // amendable returns the task if an operator may amend/authorize it: PENDING,
 // or CLAIMED with an expired claim lease (the stale claim is closed).
 func amendable(x *Ctx, id string) (*projections.Task, *events.ClosedClaim, uint64, error) {
-	t := x.State.Tasks[id]
+	t, err := x.State.Task(id) // a settled task is read from the read model: not amendable
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	if t == nil {
 		return nil, nil, 0, ErrTaskNotFound
 	}
@@ -271,7 +274,10 @@ func (c *Cancel) Decide(x *Ctx) (*Decision, error) {
 	if dec != nil || err != nil {
 		return dec, err
 	}
-	t := x.State.Tasks[c.TaskID]
+	t, err := x.State.Task(c.TaskID) // a settled task is read from the read model
+	if err != nil {
+		return nil, err
+	}
 	if t == nil {
 		return nil, ErrTaskNotFound
 	}
@@ -306,7 +312,10 @@ func (c *Recover) Decide(x *Ctx) (*Decision, error) {
 	if dec != nil || err != nil {
 		return dec, err
 	}
-	t := x.State.Tasks[c.TaskID]
+	t, err := x.State.Task(c.TaskID) // a settled task is read from the read model
+	if err != nil {
+		return nil, err
+	}
 	if t == nil {
 		return nil, ErrTaskNotFound
 	}

@@ -150,6 +150,7 @@ type Engine struct {
 
 	committedHook func(head ledger.Head, events []*ledger.Event, bodies []any)
 	leavesHook    func(first uint64, raws [][]byte)
+	readModel     bool // batches carry the read-model writes their events make
 
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
 	closed  bool
@@ -203,6 +204,13 @@ type Options struct {
 	// order (the Merkle tree over the log grows here). It runs on the
 	// committer goroutine; the bytes must not change.
 	Leaves func(first uint64, raws [][]byte)
+	// ReadModel makes every batch that appends events carry the writes of
+	// the on-disk read model of finished tasks its newest event makes
+	// (projections.State.TakeReadModel), in the same transaction. Only a
+	// log that keeps one (the bbolt file) sets it; the loaded state's
+	// settled tasks must be on disk already (State.SettleLoaded), and so
+	// must those of every state Load returns.
+	ReadModel bool
 }
 
 // NewEngine starts the sequencer over a loaded state.
@@ -212,7 +220,7 @@ func NewEngine(o Options) *Engine {
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), exclusive: make(chan *exclusive), stop: make(chan struct{}), done: make(chan struct{}),
-		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves,
+		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves, readModel: o.ReadModel,
 		captures: make(chan *captureReq), fenced: make(chan struct{}), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual

@@ -207,6 +207,14 @@ func (e *Engine) handOff(p *pipe) {
 	j.head = e.head // the open batch holds the newest decided events
 	if len(j.events) > 0 || len(j.soft) > 0 || j.manual != nil {
 		j.batch = &ledger.Batch{Expected: j.expected, Events: j.events, Encoded: j.encoded, Soft: j.soft, SecretCheck: j.secret}
+		if e.readModel && len(j.events) > 0 { // the tasks the batch's newest event settles go to disk with it
+			rm, err := e.state.TakeReadModel()
+			if err != nil {
+				e.fail(err, j)
+				return
+			}
+			j.batch.ReadModel = rm
+		}
 		if j.manual != nil {
 			j.batch.ManualClock = &ledger.ManualClock{Enabled: true, Now: *j.manual}
 		}

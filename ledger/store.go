@@ -79,6 +79,10 @@ type Batch struct {
 	// Encoded, when it has one entry per event, holds each event's stored
 	// encoding from SealEncoded; otherwise Append encodes the events.
 	Encoded [][]byte
+	// ReadModel are the writes of the on-disk read model (readmodel.go)
+	// that this batch's events make, in its transaction. Engines that keep
+	// no read model (jetstream) ignore them.
+	ReadModel []ReadModelWrite
 }
 
 // Open opens (creating if needed) the log in dir.
@@ -308,6 +312,11 @@ func (s *Store) appendLocked(b *Batch) error {
 		}
 		if b.SecretCheck != nil {
 			if err := meta.Put(keySecretCheck, b.SecretCheck); err != nil {
+				return err
+			}
+		}
+		if len(b.ReadModel) > 0 {
+			if err := writeReadModel(tx, false, b.ReadModel); err != nil {
 				return err
 			}
 		}

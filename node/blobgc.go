@@ -27,6 +27,9 @@ func collectBlobs(store *ledger.Store, blobs *ledger.Blobs, st *projections.Stat
 		if named[sha] {
 			return true, nil
 		}
+		if settled, err := st.SettledNamesBlob(sha); err != nil || settled {
+			return settled, err
+		}
 		if replaced == nil {
 			var err error
 			if replaced, err = replacedImages(store, st); err != nil {
@@ -64,10 +67,13 @@ func namedBlobs(st *projections.State) map[string]bool {
 // names.
 func replacedImages(store *ledger.Store, st *projections.State) (map[string]bool, error) {
 	out := map[string]bool{}
-	for id, t := range st.Tasks {
-		if t.Revision <= 1 {
-			continue
-		}
+	// Settled tasks too (the read model's index of the amended ones: only
+	// when a blob is named by nothing else).
+	var amended []string
+	if err := st.AmendedTasks(func(id string) error { amended = append(amended, id); return nil }); err != nil {
+		return nil, err
+	}
+	for _, id := range amended {
 		err := store.Stream(events.TaskStream(id), func(e *ledger.Event) error {
 			if e.Type != events.EvTaskReferenceImageSet {
 				return nil

@@ -33,8 +33,11 @@ type Loaded struct {
 // loaded with cfg: this build's projection schema and the same
 // idempotency retention (it decides which records are tombstoned).
 func SnapshotWant(cfg projections.Config) snapshots.Want {
-	return snapshots.Want{Schema: projections.SchemaVersion,
-		Config: fmt.Sprintf("idempotency_retention_ms=%d", cfg.IdempotencyRetentionMs)}
+	c := fmt.Sprintf("idempotency_retention_ms=%d", cfg.IdempotencyRetentionMs)
+	if cfg.KeepSettled { // all tasks: one that keeps only live ones is another projection
+		c += ",keep_settled"
+	}
+	return snapshots.Want{Schema: projections.SchemaVersion, Config: c}
 }
 
 // DataDir is the data directory of an open ledger.

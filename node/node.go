@@ -164,7 +164,8 @@ func open(cfg Config, src source) (*Node, error) {
 	}
 	metrics := api.NewMetrics()
 	start := time.Now() //tl:wallclock replay-duration metric
-	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds()}
+	// A cluster's stream keeps no read model: its nodes keep settled tasks.
+	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds(), KeepSettled: store == nil}
 	loaded, err := LoadProjectionsFrom(backend, cfg.DataDir, pcfg, cfg.Logger)
 	if err != nil {
 		// A log that does not replay: name its first damaged event when
@@ -193,6 +194,9 @@ func open(cfg Config, src source) (*Node, error) {
 	}
 	if store != nil {
 		if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
+			return nil, err
+		}
+		if err := syncReadModel(store, state, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -276,6 +280,11 @@ func open(cfg Config, src source) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		if store != nil { // the read model on disk is at the committed head
+			if err := attachReadModel(store, l.State); err != nil {
+				return nil, err
+			}
+		}
 		return l.State, nil
 	}
 	if src.cluster != nil {
@@ -337,7 +346,7 @@ func open(cfg Config, src source) (*Node, error) {
 	em.Phases = cfg.Phases
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
 		Config: cfg.Commands, Metrics: em, Logger: cfg.Logger,
-		Leaves: leaves,
+		Leaves: leaves, ReadModel: store != nil,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			if hf != nil {
 				hf.write(head)

@@ -43,6 +43,11 @@ type VerifyReport struct {
 	// stored checkpoints were checked against it.
 	Tree        *merkle.Tree
 	Checkpoints int
+	// ReadModelChecked says the on-disk read model of finished tasks was
+	// compared with the replay's, key by key; false when it is not this
+	// build's (another layout, schema or retention) or not at the log's
+	// head: start-up rebuilds it then.
+	ReadModelChecked bool
 }
 
 // Verify checks a ledger: bbolt's own consistency, seq density from 1, the
@@ -72,7 +77,29 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if err := st.LoadSoft(store); err != nil {
 		return nil, &Violation{Err: fmt.Errorf("soft records: %w", err)}
 	}
-	again, err := projections.Rebuild(store, cfg)
+	// The second replay hands each task to the checks as it settles (the
+	// replay keeps only what is live): its blobs, and its read-model
+	// entries on disk when the read model is this build's at the head.
+	rmChecked, err := readModelCurrent(store, st)
+	if err != nil {
+		return nil, &Violation{Err: err}
+	}
+	compare, compareTomb, finish := compareReadModel(store)
+	dataDir := DataDir(store)
+	again, err := projections.RebuildSettling(store, cfg, func(t *projections.Task) error {
+		if err := checkTaskBlobs(dataDir, t); err != nil {
+			return err
+		}
+		if rmChecked {
+			return compare(t)
+		}
+		return nil
+	}, func(t string) error {
+		if rmChecked {
+			return compareTomb(t)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, &Violation{Err: fmt.Errorf("second replay: %w", err)}
 	}
@@ -81,7 +108,12 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 	if !bytes.Equal(a, b) {
 		return nil, &Violation{Err: errors.New("replaying the log twice gave different projections")}
 	}
-	if err := verifyBlobs(DataDir(store), st); err != nil {
+	if rmChecked {
+		if err := finish(again); err != nil {
+			return nil, &Violation{Err: err}
+		}
+	}
+	if err := verifyBlobs(dataDir, st); err != nil {
 		return nil, &Violation{Err: err}
 	}
 	if secret != nil {
@@ -98,7 +130,7 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 		return nil, err
 	}
 	return &VerifyReport{Events: n, Head: head, State: st, Snapshots: checked, SkippedSnapshots: skipped,
-		Tree: tree, Checkpoints: checkpoints}, nil
+		Tree: tree, Checkpoints: checkpoints, ReadModelChecked: rmChecked}, nil
 }
 
 // verifyCheckpoints checks every stored checkpoint against the tree
@@ -134,8 +166,9 @@ func verifyCheckpoints(store *ledger.Store, tree *merkle.Tree) (int, error) {
 	return n, err
 }
 
-// verifyBlobs checks every blob the projections reference (reference
+// verifyBlobs checks every blob the live projections reference (reference
 // images, evidence): present, of the recorded size, hashing to its name.
+// (Those of settled tasks are checked as the second replay settles them.)
 func verifyBlobs(dataDir string, st *projections.State) error {
 	ids := make([]string, 0, len(st.Tasks))
 	for id := range st.Tasks {
@@ -143,16 +176,23 @@ func verifyBlobs(dataDir string, st *projections.State) error {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		t := st.Tasks[id]
-		if t.Image != nil {
-			if err := ledger.CheckBlob(dataDir, t.Image.SHA256, t.Image.Size); err != nil {
-				return fmt.Errorf("task %s reference image: %w", id, err)
-			}
+		if err := checkTaskBlobs(dataDir, st.Tasks[id]); err != nil {
+			return err
 		}
-		for _, e := range t.Evidence {
-			if err := ledger.CheckBlob(dataDir, e.SHA256, e.Size); err != nil {
-				return fmt.Errorf("task %s evidence %s: %w", id, e.ID, err)
-			}
+	}
+	return nil
+}
+
+// checkTaskBlobs checks the blobs one task references.
+func checkTaskBlobs(dataDir string, t *projections.Task) error {
+	if t.Image != nil {
+		if err := ledger.CheckBlob(dataDir, t.Image.SHA256, t.Image.Size); err != nil {
+			return fmt.Errorf("task %s reference image: %w", t.ID, err)
+		}
+	}
+	for _, e := range t.Evidence {
+		if err := ledger.CheckBlob(dataDir, e.SHA256, e.Size); err != nil {
+			return fmt.Errorf("task %s evidence %s: %w", t.ID, e.ID, err)
 		}
 	}
 	return nil
@@ -172,7 +212,9 @@ type ChainVerifier struct {
 
 // NewChainVerifier starts a check at the genesis head.
 func NewChainVerifier(cfg projections.Config) *ChainVerifier {
-	return &ChainVerifier{st: projections.New(cfg), rules: projections.NewTaskRules(), tree: merkle.New(), prev: ledger.GenesisHead()}
+	st := projections.New(cfg)
+	st.DiscardSettled() // the read model is compared by Verify's second replay
+	return &ChainVerifier{st: st, rules: projections.NewTaskRules(), tree: merkle.New(), prev: ledger.GenesisHead()}
 }
 
 // Add checks the event stored as raw under seq; the first problem is a

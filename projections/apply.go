@@ -79,6 +79,7 @@ func (s *State) applyDecoded(e *ledger.Event, body any) error {
 	if s.cfg.IdempotencyRetentionMs > 0 {
 		s.Idem.expire(e.At, s.cfg.IdempotencyRetentionMs)
 	}
+	s.settle()
 	return nil
 }
 

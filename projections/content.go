@@ -72,10 +72,10 @@ type Capture struct {
 // Capture copies the event-derived state (not soft state, not indexes).
 func (s *State) Capture() *Capture {
 	c := &Capture{head: s.Head, serverClaims: s.ServerClaims,
-		order:   s.taskOrder,
+		order:   s.shareOrder(),
 		clones:  make([]posTask, len(s.unended)),
 		devices: make([]*Device, 0, len(s.Devices)),
-		idem:    s.Idem.capture(),
+		idem:    s.Idem.capture(s.cfg.KeepSettled),
 	}
 	c.head.Hash = append([]byte(nil), s.Head.Hash...)
 	for i, t := range s.unended {
@@ -102,7 +102,7 @@ func (c *Capture) tasks() []*Task {
 	for _, k := range c.clones {
 		ts[k.pos] = k.t
 	}
-	return ts
+	return slices.DeleteFunc(ts, func(t *Task) bool { return t == nil }) // settled: on disk
 }
 
 // Head is the position the capture covers.
@@ -118,7 +118,7 @@ func (c *Capture) Encode() ([]byte, error) {
 	wg.Go(func() { tasks, terr = encodeTasks(c.tasks()) })
 	devices, derr := encodeDevices(c.devices)
 	idem, ierr := encodeIdem(&c.idem)
-	tombs, serr := encodeTombstones(c.idem.frozen, slices.Clone(c.idem.tombs)) // sorted in place
+	tombs, serr := encodeTombstones(slices.Clone(c.idem.tombs), &c.idem.filter) // sorted in place
 	admins := encodeAdminTokens(c.admins)
 	wg.Wait()
 	for _, err := range []error{terr, derr, ierr, serr} {
@@ -199,6 +199,7 @@ func restore(content string, cfg Config) (*State, error) {
 		return nil, fmt.Errorf("%w: %w", ledger.ErrCorrupt, err)
 	}
 	s.rebuildDeviceIndex()
+	s.settle() // a snapshot written before tasks settled holds them all
 	return s, nil
 }
 
@@ -693,34 +694,22 @@ func (s *State) decodeAdminTokens(sec string) error {
 // TombstoneSize is the size of a tombstone id (a SHA-256).
 const TombstoneSize = sha256.Size
 
-func encodeTombstones(frozen string, added []string) ([]byte, error) {
+// encodeTombstones writes the tombstone section: the tombstones held in
+// memory when nothing drains them (KeepSettled; sorted, deduplicated), then
+// the filter of every tombstone (tombfilter.go).
+func encodeTombstones(added []string, f *tombFilter) ([]byte, error) {
 	slices.Sort(added)
-	e := newEncBuf(len(frozen) + len(added)*TombstoneSize + binaryMaxVarint)
-	n := len(frozen) / TombstoneSize
-	all := make([]string, 0, n+len(added))
-	i, j := 0, 0
-	for i < n || j < len(added) {
-		var t string
-		switch {
-		case j == len(added) || (i < n && frozen[i*TombstoneSize:(i+1)*TombstoneSize] <= added[j]):
-			t = frozen[i*TombstoneSize : (i+1)*TombstoneSize]
-			i++
-		default:
-			t = added[j]
-			j++
-		}
+	added = slices.Compact(added)
+	e := newEncBuf(len(added)*TombstoneSize + binaryMaxVarint)
+	e.uv(uint64(len(added)))
+	for _, t := range added {
 		if len(t) != TombstoneSize {
 			e.fail("tombstone of %d bytes", len(t))
 			return nil, e.err
 		}
-		if len(all) == 0 || all[len(all)-1] != t {
-			all = append(all, t)
-		}
-	}
-	e.uv(uint64(len(all)))
-	for _, t := range all {
 		e.b = append(e.b, t...)
 	}
+	e.b = append(e.b, f.encode()...)
 	return e.b, e.err
 }
 
@@ -738,9 +727,13 @@ func (v *IdemView) decodeTombstones(sec string) error {
 			break
 		}
 	}
-	if d.err == nil && d.p != len(d.s) {
-		d.fail("trailing bytes after the tombstones")
+	if d.err != nil {
+		return d.err
 	}
-	v.frozen = all
-	return d.err
+	for i := range int(n) {
+		t := all[i*TombstoneSize : (i+1)*TombstoneSize]
+		v.Tombstones[t] = true
+		v.tombs = append(v.tombs, t)
+	}
+	return v.filter.decode(d.s[d.p:])
 }

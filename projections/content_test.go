@@ -67,14 +67,11 @@ func contentState(t testing.TB) *State {
 }
 
 // exported is what the content must carry: every exported field of the
-// state (indexes and soft state aside) with the frozen tombstones merged.
+// state (indexes and soft state aside), and the tombstones' filter.
 func exported(s *State) map[string]any {
-	tombs := map[string]bool{}
-	for t := range s.Idem.Tombstones {
-		tombs[t] = true
-	}
-	for i := 0; i < len(s.Idem.frozen); i += TombstoneSize {
-		tombs[s.Idem.frozen[i:i+TombstoneSize]] = true
+	tombs := string(s.Idem.filter.encode()) // the tombstones themselves are on disk
+	if s.cfg.KeepSettled {
+		tombs += fmt.Sprint(len(s.Idem.Tombstones))
 	}
 	tasks := map[string]Task{}
 	for id, t := range s.Tasks {
@@ -115,40 +112,72 @@ func TestContentRoundTrip(t *testing.T) {
 	}
 }
 
-// TestContentFrozenTombstones: tombstones loaded from a snapshot are found
-// by Lookup, and a restored state that gains tombstones encodes like the
+// memFinished is a read model in memory.
+type memFinished map[string]string
+
+func (m memFinished) ReadModelGet(bucket string, key []byte) ([]byte, error) {
+	if v, ok := m[bucket+"\x00"+string(key)]; ok {
+		return []byte(v), nil
+	}
+	return nil, nil
+}
+
+func (m memFinished) ReadModelScan(string, []byte, []byte, bool, func(k, v []byte) (bool, error)) error {
+	return nil
+}
+
+// TestRestoredTombstonesFoundThroughTheFilter: a snapshot carries the
+// tombstones' filter, not the tombstones (they are in the read model): a
+// restored state finds every expired key through the filter and the read
+// model, and none that did not expire; one that keeps settled state
+// carries them. A restored state that gains tombstones encodes like the
 // live state that gained the same ones.
-func TestContentFrozenTombstones(t *testing.T) {
-	live := New(Config{IdempotencyRetentionMs: 1000})
-	for i := range 50 {
-		live.Idem.tombstone(IdemID("scope", fmt.Sprint(i)))
-	}
-	b, err := live.Canonical()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Restore(b, live.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Idem.Tombstones) != 0 || len(r.Idem.frozen) != 50*TombstoneSize {
-		t.Fatalf("restored tombstones: %d in the map, %d frozen bytes", len(r.Idem.Tombstones), len(r.Idem.frozen))
-	}
-	for i := range 52 {
-		_, expired := r.Idem.Lookup("scope", fmt.Sprint(i), 0, 1000)
-		if expired != (i < 50) {
-			t.Fatalf("key %d: expired %v", i, expired)
+func TestRestoredTombstonesFoundThroughTheFilter(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		live := New(Config{IdempotencyRetentionMs: 1000, KeepSettled: keep})
+		for i := range 50 {
+			live.Idem.tombstone(IdemID("scope", fmt.Sprint(i)))
 		}
-	}
-	for _, s := range []*State{live, r} {
-		for _, k := range []string{"7", "new-a", "new-b"} { // "7" is already frozen in r
-			s.Idem.tombstone(IdemID("scope", k))
+		disk := memFinished{}
+		if !keep { // what the batches wrote
+			ws, err := live.TakeReadModel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range ws {
+				disk[w.Bucket+"\x00"+string(w.Key)] = string(w.Value)
+			}
 		}
-	}
-	lb, _ := live.Canonical()
-	rb, _ := r.Canonical()
-	if !bytes.Equal(lb, rb) {
-		t.Fatal("a restored state with new tombstones encodes unlike the live one")
+		b, err := live.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Restore(b, live.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keep != (len(r.Idem.Tombstones) == 50) {
+			t.Fatalf("keep %v: %d tombstones restored in memory", keep, len(r.Idem.Tombstones))
+		}
+		if !keep {
+			r.UseFinished(disk)
+		}
+		for i := range 2000 {
+			_, expired := r.Idem.Lookup("scope", fmt.Sprint(i), 0, 1000)
+			if expired != (i < 50) {
+				t.Fatalf("keep %v: key %d: expired %v", keep, i, expired)
+			}
+		}
+		for _, s := range []*State{live, r} {
+			for _, k := range []string{"7", "new-a", "new-b"} {
+				s.Idem.tombstone(IdemID("scope", k))
+			}
+		}
+		lb, _ := live.Canonical()
+		rb, _ := r.Canonical()
+		if !bytes.Equal(lb, rb) {
+			t.Fatalf("keep %v: a restored state with new tombstones encodes unlike the live one", keep)
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package projections
 
-import "crypto/sha256"
+import (
+	"crypto/sha256"
+	"slices"
+)
 
 // Reply holds the values of a device answer as of the original command, so
 // that a replay answers with exactly what was answered then.
@@ -46,15 +49,20 @@ type IdemRecord struct {
 // tombstones of those that left it.
 type IdemView struct {
 	Records map[string]*IdemRecord `msgpack:"records"` // scope + "\x00" + key
-	// Tombstones holds raw SHA-256 of scope + "\x00" + key: the ones added
-	// since the projections were loaded; frozen, those loaded from a
-	// snapshot (sorted, TombstoneSize bytes each, looked up by binary
-	// search: no map of millions to build at start).
+	// Tombstones holds raw SHA-256 of scope + "\x00" + key: those not yet
+	// in the read model on disk (made since the last hand-off, and those
+	// of the batch handed last, until the next); all of them when nothing
+	// drains them (no read model: KeepSettled, or a replay without disk).
+	// filter holds every tombstone the log made, as bits: a key it rules
+	// out never expired; one it does not is looked up on disk.
 	Tombstones map[string]bool `msgpack:"tombstones"`
-	// tombs lists the keys of Tombstones in the order they were added
-	// (append only: a capture shares it, idemcapture.go).
-	tombs  []string
-	frozen string
+	// tombs lists the keys of Tombstones not yet drained, in the order
+	// they were added (append only: a capture shares it, idemcapture.go).
+	tombs     []string
+	lastTombs []string // drained at the last hand-off
+	filter    tombFilter
+	finished  FinishedStore
+	onTomb    func(t string) // RebuildSettling: hand tombstones over instead
 	// Order is every record recorded since the load, in the order it was
 	// recorded (by At), for expiry and captures: append only at the end,
 	// popped at the front, so a capture shares it (idemcapture.go). An
@@ -81,6 +89,8 @@ type IdemView struct {
 	// goneBatches are gone's soft records, oldest collection first.
 	goneBatches []goneBatch
 	goneSeq     int
+	// expiredSince counts the records expired since the last shrink.
+	expiredSince int
 }
 
 func newIdemView() *IdemView {
@@ -116,29 +126,21 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 		}
 		return r, false
 	}
-	if len(v.Tombstones) == 0 && len(v.frozen) == 0 {
+	if v.filter.empty() {
 		return nil, false // nothing has expired yet: no hash to compute
 	}
-	if t := TombstoneID(id); v.Tombstones[t] || v.frozenHas(t) {
+	t := TombstoneID(id)
+	if v.Tombstones[t] {
 		return nil, true
 	}
-	return nil, false
-}
-
-// frozenHas reports whether t is among the tombstones loaded from a
-// snapshot.
-func (v *IdemView) frozenHas(t string) bool {
-	n := len(v.frozen) / TombstoneSize
-	i, j := 0, n
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if v.frozen[h*TombstoneSize:(h+1)*TombstoneSize] < t {
-			i = h + 1
-		} else {
-			j = h
-		}
+	if v.finished == nil || !v.filter.mayHave(t) {
+		return nil, false
 	}
-	return i < n && v.frozen[i*TombstoneSize:(i+1)*TombstoneSize] == t
+	// The filter cannot rule it out: the read model's index says. (A read
+	// of the mapped file fails only once it is closed: expired then, the
+	// answer that changes nothing.)
+	got, err := v.finished.ReadModelGet(RMTombstones, []byte(t))
+	return nil, err != nil || got != nil
 }
 
 // IdemEntry is one recorded record in the expiry order: its id and the
@@ -158,10 +160,32 @@ func (v *IdemView) put(r *IdemRecord) {
 // tombstone marks the record id as expired.
 func (v *IdemView) tombstone(id string) {
 	t := TombstoneID(id)
+	v.filter.add(t)
+	if v.onTomb != nil {
+		v.onTomb(t)
+		return
+	}
 	if !v.Tombstones[t] {
 		v.Tombstones[t] = true
 		v.tombs = append(v.tombs, t)
 	}
+}
+
+// drainTombs returns the tombstones made since the last drain (the batch's
+// read-model writes) and forgets those of the drain before, on disk now.
+func (v *IdemView) drainTombs() []string {
+	for _, t := range v.lastTombs {
+		delete(v.Tombstones, t)
+	}
+	out := v.tombs
+	v.lastTombs, v.tombs = v.tombs, nil
+	return out
+}
+
+// tombsWritten forgets every tombstone held in memory: the read model on
+// disk holds them.
+func (v *IdemView) tombsWritten() {
+	v.Tombstones, v.tombs, v.lastTombs = map[string]bool{}, nil, nil
 }
 
 // drop removes the record of id (expired) and tombstones it. A record
@@ -203,5 +227,22 @@ func (v *IdemView) expireFront(headAt, retention int64) {
 	}
 	if n > 0 {
 		v.Order = v.Order[n:] // the backing array is reclaimed as append moves it
+		v.expiredSince += n
+		if v.expiredSince > 4096 && v.expiredSince > 2*len(v.Records) {
+			v.shrink()
+		}
 	}
+}
+
+// shrink lets go of what expired records leave behind when most of them
+// expired since the last time: the front of the order's backing array,
+// which still names them until an append moves it (a new array: captures
+// may share the old one), and the room of the map (a map never shrinks).
+func (v *IdemView) shrink() {
+	v.Order = slices.Clone(v.Order)
+	records := make(map[string]*IdemRecord, len(v.Records))
+	for id, r := range v.Records {
+		records[id] = r
+	}
+	v.Records, v.expiredSince = records, 0
 }

@@ -22,13 +22,17 @@ type idemCapture struct {
 	dropped map[string]*IdemRecord // a copy
 	loaded  *loadedRecords         // immutable
 	next    int
-	frozen  string   // tombstones loaded from a snapshot (immutable)
-	tombs   []string // tombstones added since: shared, read only
+	filter  tombFilter // its newest segment copied
+	tombs   []string   // KeepSettled: every tombstone (shared, read only); else none
 }
 
-func (v *IdemView) capture() idemCapture {
-	return idemCapture{order: v.Order, dropped: maps.Clone(v.dropped), loaded: v.loaded, next: v.next,
-		frozen: v.frozen, tombs: v.tombs}
+func (v *IdemView) capture(keep bool) idemCapture {
+	c := idemCapture{order: v.Order, dropped: maps.Clone(v.dropped), loaded: v.loaded, next: v.next,
+		filter: v.filter.capture()}
+	if keep { // nothing drains them: the snapshot carries them
+		c.tombs = v.tombs
+	}
+	return c
 }
 
 // liveGroup is one id of the captured order and its alive record (nil

@@ -190,7 +190,7 @@ func (s *State) joinTaskIndexes(parts []taskIndexes) {
 			s.trackHeld(t)
 		}
 	}
-	s.counts, s.unended = stateCounts{}, nil
+	s.counts, s.unended, s.settling = stateCounts{}, nil, nil
 	for i, t := range s.taskOrder {
 		t.pos, t.unendedAt = i, 0
 		s.moved(t, "")

@@ -42,9 +42,28 @@ func (s *State) Replay(src Source, progress func(seq uint64)) error {
 }
 
 // Rebuild builds the projections from the whole log, then loads the soft
-// records.
+// records. Tasks that settle on the way are dropped (the read model on
+// disk holds them).
 func Rebuild(src Source, cfg Config) (*State, error) {
+	return RebuildSettling(src, cfg, func(*Task) error { return nil }, func(string) error { return nil })
+}
+
+// RebuildSettling replays the whole log like Rebuild, handing every task
+// to onSettle as it settles and every tombstone to onTomb as its key
+// expires, instead of keeping them (a rebuild of the read model writes
+// them, verify compares them): the replay holds only what is live at each
+// point. The first error ends it. Rebuild drops them: the read model on
+// disk has them.
+func RebuildSettling(src Source, cfg Config, onSettle func(*Task) error, onTomb func(t string) error) (*State, error) {
 	s := New(cfg)
+	s.onSettle = onSettle
+	if !cfg.KeepSettled { // else nothing is on disk: the projections keep them
+		s.Idem.onTomb = func(t string) {
+			if s.settleErr == nil {
+				s.settleErr = onTomb(t)
+			}
+		}
+	}
 	if h, ok := src.(interface{ Head() (ledger.Head, error) }); ok {
 		if head, err := h.Head(); err == nil {
 			// Most events record an idempotency key: size the records
@@ -55,6 +74,10 @@ func Rebuild(src Source, cfg Config) (*State, error) {
 	if err := s.Replay(src, nil); err != nil {
 		return nil, err
 	}
+	if s.settleErr != nil {
+		return nil, s.settleErr
+	}
+	s.onSettle, s.Idem.onTomb = nil, nil
 	if err := s.LoadSoft(src); err != nil {
 		return nil, err
 	}

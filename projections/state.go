@@ -17,8 +17,10 @@ import (
 // heartbeats: lease-judged events fold their lease and device time in.
 // 4: idempotency records hold a domain Outcome instead of an HTTP status.
 // 5: admin tokens created and revoked through the log. 6: admin tokens
-// carry their role.)
-const SchemaVersion = 6
+// carry their role. 7: settled tasks and expired keys' tombstones leave
+// the projections for the read model on disk; the tombstone section holds
+// their filter.)
+const SchemaVersion = 7
 
 // Task states: the wire's (one set for server and client).
 const (
@@ -245,6 +247,9 @@ type Presence struct {
 // Config is what projections need to know about the server's settings.
 type Config struct {
 	IdempotencyRetentionMs int64
+	// KeepSettled keeps settled tasks in memory (and in snapshots): for
+	// a log that keeps no read model on disk (a cluster's stream).
+	KeepSettled bool
 }
 
 // CheckClaimsAgainst makes the fold refuse, from now on, a server-issued
@@ -283,7 +288,21 @@ type State struct {
 
 	claimKeyCheck string // CheckClaimsAgainst: not state, a check of what is applied
 	counts        stateCounts
-	unended       []*Task // tasks not ended, in no order: the ones a capture copies
+	unended       []*Task    // tasks not ended, in no order: the ones a capture copies
+	settling      settleHeap // ended tasks not yet settled, by when they settle (readmodel.go)
+
+	// The read model (readmodel.go): settled tasks leave the map and the
+	// creation order (a hole until compacted) for toWrite, then for
+	// justWritten once their batch was handed to the committer.
+	settledCounts stateCounts
+	orderShared   bool // a capture shares taskOrder: copy before a change in place
+	orderHoles    int
+	toWrite       []*Task
+	toWriteIDs    map[string]*Task
+	justWritten   map[string]*Task
+	onSettle      func(*Task) error // RebuildSettling: hand settled tasks over instead
+	settleErr     error
+	finished      FinishedStore
 }
 
 const taskPrefix = "task/"
@@ -316,6 +335,9 @@ func stateIndex(st wire.State) int {
 // before ("" when created) to its state now.
 func (s *State) moved(t *Task, before wire.State) {
 	s.counts.move(before, t.State)
+	if t.Terminal() { // an ended task never changes again: this runs once for it
+		s.ended(t)
+	}
 	switch {
 	case t.Terminal() && t.unendedAt > 0: // swap the last one into its place
 		i, last := t.unendedAt-1, s.unended[len(s.unended)-1]
@@ -341,7 +363,7 @@ func (c *stateCounts) move(from, to wire.State) {
 func (s *State) StateCounts() map[string]int {
 	out := make(map[string]int, len(s.counts))
 	for _, st := range AllStates() {
-		out[string(st)] = s.counts[stateIndex(st)]
+		out[string(st)] = s.counts[stateIndex(st)] + s.settledCounts[stateIndex(st)]
 	}
 	return out
 }
@@ -379,7 +401,7 @@ func (s *State) DeviceByTokenHash(h string) (*Device, bool) {
 func (s *State) TaskIDsNewestFirst(before uint64, fn func(t *Task) bool) {
 	for i := len(s.taskOrder) - 1; i >= 0; i-- {
 		t := s.taskOrder[i]
-		if before != 0 && t.CreateSeq >= before {
+		if t == nil || before != 0 && t.CreateSeq >= before {
 			continue
 		}
 		if !fn(t) {
@@ -452,7 +474,7 @@ func (s *State) CheckStateCounts() error {
 		if in == t.Terminal() || (!in && t.unendedAt != 0) {
 			return fmt.Errorf("projections: task %s (%s) is %v in the unended set (at %d)", t.ID, t.State, in, t.unendedAt)
 		}
-		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t {
+		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t || (!s.cfg.KeepSettled && s.Settled(t)) {
 			return fmt.Errorf("projections: task %s is not at %d of the creation order", t.ID, t.pos)
 		}
 		if !t.Terminal() {

@@ -286,6 +286,9 @@ func verifyOffline(f *verifyFlags, stdout, stderr io.Writer) int {
 	for _, r := range rep.SkippedSnapshots {
 		fmt.Fprintf(stderr, "taskledger: note: %v (start-up ignores it and rebuilds)\n", r)
 	}
+	if !rep.ReadModelChecked {
+		fmt.Fprintf(stderr, "taskledger: note: the read model of finished tasks is not this build's or not at the head (start-up rebuilds it)\n")
+	}
 	fmt.Fprintf(stdout, "ok: %d events, head seq %d, %d snapshots checked, %d checkpoints checked\n", rep.Events, rep.Head.Seq, rep.Snapshots, rep.Checkpoints)
 	return 0
 }

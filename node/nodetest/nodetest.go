@@ -120,8 +120,10 @@ func (n *Node) Close() {
 	CheckLedger(n.T, n.Dir, cfg, live)
 }
 
-// CheckLedger verifies the ledger in dir and, when live is given, that the
-// projections rebuilt from the log equal it.
+// CheckLedger verifies the ledger in dir (the read model of finished tasks
+// on disk equal to the replay's, when it is at the log's head) and, when
+// live is given, that the projections rebuilt from the log equal it and
+// that the read model was at the head and compared.
 func CheckLedger(t testing.TB, dir string, cfg projections.Config, live []byte) {
 	t.Helper()
 	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
@@ -136,6 +138,11 @@ func CheckLedger(t testing.TB, dir string, cfg projections.Config, live []byte) 
 		return
 	}
 	if live != nil {
+		// Every commit of a node writes the read model of finished tasks
+		// with its events: Verify compared it with the replay's, key by key.
+		if !rep.ReadModelChecked {
+			t.Errorf("nodetest: the read model of finished tasks is not at the log's head")
+		}
 		rebuilt, _ := rep.State.CanonicalWithSoft()
 		if !bytes.Equal(rebuilt, live) {
 			t.Errorf("nodetest: projections rebuilt from the log differ from the live ones")
