@@ -1,6 +1,8 @@
 package main
 
 import (
+	"taskledger/wire"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -53,55 +55,7 @@ func (d taskDoc) line() string {
 // form: one labelled line per part, "none" for an absent one. The local
 // struct decodes only what is printed.
 func showTask(w io.Writer, raw []byte) error {
-	var d struct {
-		ID             string          `json:"id"`
-		State          string          `json:"state"`
-		Version        int64           `json:"version"`
-		Revision       int64           `json:"revision"`
-		Payload        json.RawMessage `json:"payload"`
-		CreatedAt      string          `json:"created_at"`
-		UpdatedAt      string          `json:"updated_at"`
-		ReferenceImage *struct {
-			SHA256 string `json:"sha256"`
-			Size   int64  `json:"size"`
-		} `json:"reference_image"`
-		Authorization *struct {
-			ID        string `json:"id"`
-			Status    string `json:"status"`
-			ExpiresAt string `json:"expires_at"`
-			Revision  int64  `json:"revision"`
-			Takeover  string `json:"takeover"`
-		} `json:"authorization"`
-		Claim *struct {
-			Generation     int64  `json:"generation"`
-			DeviceID       string `json:"device_id"`
-			SessionID      string `json:"session_id"`
-			LeaseExpiresAt string `json:"lease_expires_at"`
-			TokenOrigin    string `json:"token_origin"`
-		} `json:"claim"`
-		Execution *struct {
-			ID             string  `json:"id"`
-			StartedAt      string  `json:"started_at"`
-			LeaseExpiresAt string  `json:"lease_expires_at"`
-			Step           *string `json:"step"`
-			LastSeenAt     string  `json:"last_seen_at"`
-		} `json:"execution"`
-		CancelRequested bool            `json:"cancel_requested"`
-		Result          json.RawMessage `json:"result"`
-		Failure         *struct {
-			ReasonCode string `json:"reason_code"`
-			Detail     string `json:"detail"`
-		} `json:"failure"`
-		LateReports []json.RawMessage `json:"late_reports"`
-		Evidence    []json.RawMessage `json:"evidence"`
-		Recovery    *struct {
-			Decision string `json:"decision"`
-			Reason   string `json:"reason"`
-			At       string `json:"at"`
-		} `json:"recovery"`
-		NeedsOperator       bool    `json:"needs_operator"`
-		NeedsOperatorReason *string `json:"needs_operator_reason"`
-	}
+	var d wire.TaskDetail // the server's own vocabulary
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return fmt.Errorf("the server's task document: %w", err)
 	}
@@ -144,17 +98,23 @@ func showTask(w io.Writer, raw []byte) error {
 	if d.CancelRequested {
 		line("cancel", "requested (the device acknowledges)")
 	}
-	line("result", "%s", compact(d.Result))
+	result := json.RawMessage("null")
+	if d.Result != nil {
+		result = *d.Result
+	}
+	line("result", "%s", compact(result))
 	if f := d.Failure; f != nil {
 		line("failure", "%s: %s", f.ReasonCode, f.Detail)
 	} else {
 		line("failure", "none")
 	}
 	for _, ev := range d.Evidence {
-		line("evidence", "%s", compact(ev))
+		b, _ := json.Marshal(ev)
+		line("evidence", "%s", compact(b))
 	}
 	for _, lr := range d.LateReports {
-		line("late report", "%s", compact(lr))
+		b, _ := json.Marshal(lr)
+		line("late report", "%s", compact(b))
 	}
 	if r := d.Recovery; r != nil {
 		line("recovery", "%s at %s: %s", r.Decision, r.At, r.Reason)
