@@ -1,8 +1,6 @@
 package main
 
 import (
-	"taskledger/wire"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"taskledger/wire"
 )
 
 // `taskledger task …`: the operator's task commands against a running
