@@ -135,13 +135,6 @@ func (s *Server) answerDevice(c echo.Context, res commands.Result) error {
 	return writeTaskReply(newJSONW(), rec.Reply).send(c, outcomeStatus(rec.Outcome))
 }
 
-func nullTime(ms int64) any {
-	if ms == 0 {
-		return nil
-	}
-	return formatTime(ms)
-}
-
 // writeTaskReply writes a task command's answer.
 func writeTaskReply(w *jsonw, r *projections.Reply) *jsonw {
 	w.open().key("cancel_requested").bool(r.CancelRequested).key("claim_generation").uint(r.Generation)

@@ -186,11 +186,6 @@ func pageIDs(t *testing.T, n *nodetest.Node, query string) []string {
 }
 
 // withoutNow drops what an answer computes from the time it is read.
-func withoutNow(m map[string]any) map[string]any {
-	delete(m, "server_time")
-	return m
-}
-
 // A settled task leaves the projections in memory and every read of it —
 // its detail, its events, its provenance, the admin list with its filters
 // and cursors, the per-state counts, an operator command's refusal —
