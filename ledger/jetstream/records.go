@@ -93,29 +93,72 @@ func (l *Log) writeRecords(b *ledger.Batch) error {
 // each calls fn with every live key (ledger form) and value of kv whose
 // bucket key matches filter.
 func each(ctx context.Context, kv natsjs.KeyValue, filter string, fn func(key string, value []byte) error) error {
-	w, err := kv.Watch(ctx, filter, natsjs.IgnoreDeletes())
+	for {
+		// A watch is served by a consumer that may sit on a replica behind
+		// the stream's leader: a read of the whole bucket goes on until it
+		// has seen the leader's last message (a delete marker included), so
+		// a record written and acknowledged before the read is never missed
+		// or read stale.
+		var want uint64
+		if filter == natsjs.AllKeys {
+			st, err := kv.Status(ctx)
+			if err != nil {
+				return fmt.Errorf("jetstream: status %s: %w", kv.Bucket(), err)
+			}
+			if bs, ok := st.(*natsjs.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+				want = bs.StreamInfo().State.LastSeq
+			}
+		}
+		keys, values, seen, err := watchAll(ctx, kv, filter)
+		if err != nil {
+			return err
+		}
+		if seen < want {
+			select {
+			case <-time.After(20 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("jetstream: read %s: %w", kv.Bucket(), ctx.Err())
+			}
+		}
+		for n, k := range keys {
+			if err := fn(k, values[n]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// watchAll reads the current value of every key of kv matching filter, in
+// the order delivered, and the highest stream sequence it saw (deletes
+// included).
+func watchAll(ctx context.Context, kv natsjs.KeyValue, filter string) (keys []string, values [][]byte, seen uint64, err error) {
+	w, err := kv.Watch(ctx, filter)
 	if err != nil {
-		return fmt.Errorf("jetstream: watch %s: %w", kv.Bucket(), err)
+		return nil, nil, 0, fmt.Errorf("jetstream: watch %s: %w", kv.Bucket(), err)
 	}
 	defer w.Stop()
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return fmt.Errorf("jetstream: watch %s ended early", kv.Bucket())
+				return nil, nil, 0, fmt.Errorf("jetstream: watch %s ended early", kv.Bucket())
 			}
 			if e == nil { // every current value was delivered
-				return nil
+				return keys, values, seen, nil
+			}
+			seen = max(seen, e.Revision())
+			if e.Operation() != natsjs.KeyValuePut {
+				continue
 			}
 			k, err := unKVKey(e.Key())
 			if err != nil {
-				return err
+				return nil, nil, 0, err
 			}
-			if err := fn(k, append([]byte(nil), e.Value()...)); err != nil {
-				return err
-			}
+			keys, values = append(keys, k), append(values, append([]byte(nil), e.Value()...))
 		case <-ctx.Done():
-			return fmt.Errorf("jetstream: read %s: %w", kv.Bucket(), ctx.Err())
+			return nil, nil, 0, fmt.Errorf("jetstream: read %s: %w", kv.Bucket(), ctx.Err())
 		}
 	}
 }
