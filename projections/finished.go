@@ -1,8 +1,10 @@
 package projections
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"taskledger/ledger"
 	"taskledger/wire"
@@ -52,12 +54,16 @@ func (s *State) TasksNewestFirst(before uint64, state wire.State, device string,
 	match := func(t *Task) bool {
 		return (state == "" || t.State == state) && (device == "" || (t.Claim != nil && t.Claim.DeviceID == device))
 	}
-	i := len(s.taskOrder) - 1
+	mem := s.taskOrder
+	if device != "" {
+		mem = s.heldByDevice(device)
+	}
+	i := len(mem) - 1
 	more := true
 	// memUntil gives the tasks in memory created after seq (0: all left).
 	memUntil := func(seq uint64) {
 		for ; more && i >= 0; i-- {
-			t := s.taskOrder[i]
+			t := mem[i]
 			if t == nil || (before != 0 && t.CreateSeq >= before) {
 				continue
 			}
@@ -111,6 +117,23 @@ func (s *State) TasksNewestFirst(before uint64, state wire.State, device string,
 	}
 	memUntil(0)
 	return nil
+}
+
+// heldByDevice returns the tasks in memory whose claim names device, in
+// creation order. Only an open task has a claim (an ended one drops it),
+// and every open task with a claim is in the held set, so the device
+// filter reads that set (as large as the fleet's claims) instead of
+// walking every task in memory.
+func (s *State) heldByDevice(device string) []*Task {
+	var ts []*Task
+	s.HeldTasks(func(t *Task) bool {
+		if t.Claim != nil && t.Claim.DeviceID == device {
+			ts = append(ts, t)
+		}
+		return true
+	})
+	slices.SortFunc(ts, func(a, b *Task) int { return cmp.Compare(a.CreateSeq, b.CreateSeq) })
+	return ts
 }
 
 var _ FinishedStore = (*ledger.Store)(nil)
