@@ -33,6 +33,7 @@ type HistoryRunConfig struct {
 	Live     int
 	Devices  int // default 64
 	Requests int // timed list requests per size (default 200)
+	PerDay   int // finished tasks per day (HistoryConfig.PerDay)
 	End      time.Time
 	Keep     bool
 	// Verify, when set, is called on each generated history before the
@@ -67,6 +68,11 @@ type HistoryPoint struct {
 	// tasks the first such page held.
 	ListP50, ListP99 time.Duration
 	ListTasks        int
+	// PageP50, PageP99: GET /api/v1/admin/tasks?state=SUCCEEDED&cursor=C&limit=100,
+	// C spread evenly over the history (pages of finished tasks, deep in
+	// it); PageTasks the tasks the smallest page held.
+	PageP50, PageP99 time.Duration
+	PageTasks        int
 }
 
 // HistoryReport is the run's figures.
@@ -108,7 +114,7 @@ func (c HistoryRunConfig) progress(format string, args ...any) {
 func historyPoint(cfg HistoryRunConfig, finished int) (*HistoryPoint, error) {
 	dir := filepath.Join(cfg.Root, fmt.Sprintf("history-%d-%d", finished, cfg.Live))
 	cfg.progress("generating %d finished + %d live tasks in %s", finished, cfg.Live, dir)
-	gen, err := GenerateHistory(HistoryConfig{Dir: dir, Finished: finished, Live: cfg.Live, Devices: cfg.Devices, End: cfg.End})
+	gen, err := GenerateHistory(HistoryConfig{Dir: dir, Finished: finished, Live: cfg.Live, Devices: cfg.Devices, End: cfg.End, PerDay: cfg.PerDay})
 	if err != nil {
 		return nil, err
 	}
@@ -191,30 +197,46 @@ func openHistoryNode(dir string) (*node.Node, error) {
 	return node.Open(node.Config{DataDir: dir, Commands: commands.DefaultConfig(), Logger: zerolog.Nop()})
 }
 
-// timeList times the admin list of succeeded tasks filtered by device,
-// one request per device in turn, through the API's handler.
+// timeList times two admin lists through the API's handler: succeeded
+// tasks filtered by device, one request per device in turn, and pages of
+// succeeded tasks from cursors spread over the whole history.
 func timeList(h http.Handler, gen *History, requests int, p *HistoryPoint) error {
-	lat := make([]time.Duration, 0, requests)
-	for i := range requests {
-		dev := gen.Devices[i%len(gen.Devices)]
-		req := httptest.NewRequest(http.MethodGet,
-			fmt.Sprintf("/api/v1/admin/tasks?state=SUCCEEDED&device_id=%s&limit=%d", dev, HistoryListLimit), nil)
-		req.Header.Set("Authorization", "Bearer "+gen.AdminToken)
+	byDevice := func(i int) string {
+		return fmt.Sprintf("/api/v1/admin/tasks?state=SUCCEEDED&device_id=%s&limit=%d", gen.Devices[i%len(gen.Devices)], HistoryListLimit)
+	}
+	deep := func(i int) string {
+		cursor := 1 + uint64(i+1)*gen.Events/uint64(requests+1)
+		return fmt.Sprintf("/api/v1/admin/tasks?state=SUCCEEDED&cursor=%d&limit=%d", cursor, HistoryListLimit)
+	}
+	var err error
+	if p.ListP50, p.ListP99, p.ListTasks, err = timeRequests(h, gen.AdminToken, requests, byDevice); err != nil {
+		return err
+	}
+	p.PageP50, p.PageP99, p.PageTasks, err = timeRequests(h, gen.AdminToken, requests, deep)
+	return err
+}
+
+// timeRequests times GET path(i) for i in [0, n): p50, p99, and the
+// fewest tasks a page held.
+func timeRequests(h http.Handler, token string, n int, path func(i int) string) (p50, p99 time.Duration, fewest int, err error) {
+	lat := make([]time.Duration, 0, n)
+	fewest = -1
+	for i := range n {
+		req := httptest.NewRequest(http.MethodGet, path(i), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
 		w := &countingWriter{header: http.Header{}}
 		t0 := time.Now()
 		h.ServeHTTP(w, req)
 		lat = append(lat, time.Since(t0))
 		if w.status != http.StatusOK {
-			return fmt.Errorf("bench: GET /admin/tasks answered %d: %.200s", w.status, w.body)
+			return 0, 0, 0, fmt.Errorf("bench: GET %s answered %d: %.200s", path(i), w.status, w.body)
 		}
-		if i == 0 {
-			p.ListTasks = countTasks(w.body)
+		if c := countTasks(w.body); fewest < 0 || c < fewest {
+			fewest = c
 		}
 	}
 	slices.Sort(lat)
-	p.ListP50 = lat[len(lat)*50/100]
-	p.ListP99 = lat[min(len(lat)-1, len(lat)*99/100)]
-	return nil
+	return lat[len(lat)*50/100], lat[min(len(lat)-1, len(lat)*99/100)], fewest, nil
 }
 
 // countingWriter keeps the answer of one request.
@@ -296,12 +318,14 @@ func (r *HistoryReport) Lines() []string {
 	startCPU, _ := r.slope(func(p *HistoryPoint) float64 { return p.StartCPU.Seconds() })
 	merkleCPU, _ := r.slope(func(p *HistoryPoint) float64 { return p.MerkleCPU.Seconds() })
 	list, _ := r.ListP99Slope()
+	page, _ := r.slope(func(p *HistoryPoint) float64 { return p.PageP99.Seconds() })
 	label := fmt.Sprintf("slope %d → %d finished:", a, b)
 	return append(out,
 		fmt.Sprintf("%s heap after start       %8.1f B per finished task      (aim ≤ 64)", label, heap),
 		fmt.Sprintf("%s start-up               %8.3f s per million finished   (aim ≤ 0.1; CPU %.3f s, of which the Merkle rebuild's CPU %.3f s)", label, start*1e6, startCPU*1e6, merkleCPU*1e6),
 		fmt.Sprintf("%s snapshot               %8.1f B per finished task      (aim ≤ 16)", label, snap),
-		fmt.Sprintf("%s list p99 by device     %8.2f ms per million finished  (aim: p99 ≤ 20 ms at any size)", label, list*1e9))
+		fmt.Sprintf("%s list p99 by device     %8.2f ms per million finished  (aim: p99 ≤ 20 ms at any size)", label, list*1e9),
+		fmt.Sprintf("%s page p99 deep in it    %8.2f ms per million finished", label, page*1e9))
 }
 
 // lines prints one size's figures.
@@ -315,8 +339,10 @@ func (p *HistoryPoint) lines() []string {
 			name, p.Replay.Seconds(), p.Snapshot.Seconds(), float64(p.SnapshotBytes)/1e6, p.Merkle.Seconds(), p.MerkleCPU.Seconds()),
 		fmt.Sprintf("%-40s start from snapshot %6.2f s (CPU %6.2f s; the Merkle rebuild included)  heap after start %.1f MB",
 			name, p.Start.Seconds(), p.StartCPU.Seconds(), float64(p.Heap)/1e6),
-		fmt.Sprintf("%-40s list SUCCEEDED by device, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on the first page)",
+		fmt.Sprintf("%-40s list SUCCEEDED by device, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least: a finished task has no claim)",
 			name, HistoryListLimit, ms(p.ListP50), ms(p.ListP99), p.ListTasks),
+		fmt.Sprintf("%-40s list SUCCEEDED from a cursor spread over the history, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least)",
+			name, HistoryListLimit, ms(p.PageP50), ms(p.PageP99), p.PageTasks),
 	}
 }
 

@@ -49,12 +49,13 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	historyLive := fs.Int("live", 100_000, "history mode: live (open) tasks after the finished ones")
 	historyDevices := fs.Int("history-devices", 64, "history mode: devices the tasks are spread over (the list filters by one of them)")
 	historyRequests := fs.Int("requests", 200, "history mode: timed list requests per size")
+	historyPerDay := fs.Int("per-day", 100_000, "history mode: finished tasks per day of the history (with the 72 h idempotency retention, the last three days' tasks stay live)")
 	beatSteps := fs.String("heartbeat-steps", "same", "in-process runs: same (heartbeats keep one step per execution and append no event), each (every heartbeat reports a new step and appends one, as before quiet heartbeats), or both (the two, in this run)")
 	loops := loopsFlag{bench.LoopMix}
 	fs.Var(&loops, "loop", "http runs: mix (the benchmark's mix of both loops), release (claim → release only), full (the full loop only), or a comma-separated list of them (all: the three), each on its own server and line")
 	c.RunE = runCode(func(pos []string) int {
 		if len(pos) > 0 {
-			fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N] [--finished N[,N] --live N --history-devices N --requests N]")
+			fmt.Fprintln(stderr, "usage: taskledger bench [--devices N[,N…]] [--duration D] [--mode inprocess|http|raw|replay|all] [--loop mix|release|full|all] [--url URL --admin-token T] [--data DIR] [--events N --tasks N --tail N] [--finished N[,N] --live N --history-devices N --requests N --per-day N]")
 			return 2
 		}
 		var devices []int
@@ -102,8 +103,11 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 			case *historyRequests < 1 || *historyRequests > 1_000_000:
 				fmt.Fprintln(stderr, "taskledger: --requests must be a number from 1 to 1000000")
 				return 2
+			case *historyPerDay < 1 || *historyPerDay > 100_000_000:
+				fmt.Fprintln(stderr, "taskledger: --per-day must be a number from 1 to 100000000")
+				return 2
 			}
-			hc := bench.HistoryRunConfig{Sizes: sizes, Live: *historyLive, Devices: *historyDevices, Requests: *historyRequests}
+			hc := bench.HistoryRunConfig{Sizes: sizes, Live: *historyLive, Devices: *historyDevices, Requests: *historyRequests, PerDay: *historyPerDay}
 			return benchHistory(hc, *data, *verify, *cpuProfile, *memProfile, *traceFile, stdout, stderr)
 		case "all":
 			runRaw, runIn, runHTTP = true, true, *url != ""

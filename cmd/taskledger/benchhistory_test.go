@@ -28,6 +28,7 @@ func TestBenchHistoryMode(t *testing.T) {
 		"history 200 finished + 20 live", "history 400 finished + 20 live", "finished tasks/s", "start from snapshot",
 		"list SUCCEEDED by device, limit 100", "slope 200 → 400 finished: heap after start",
 		"slope 200 → 400 finished: start-up", "slope 200 → 400 finished: snapshot", "slope 200 → 400 finished: list p99 by device",
+		"list SUCCEEDED from a cursor spread over the history, limit 100", "slope 200 → 400 finished: page p99 deep in it",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
@@ -52,6 +53,7 @@ func TestBenchHistoryModeRefusesBadSizes(t *testing.T) {
 		{[]string{"--live", "-1"}, "--live must be a number from 0"},
 		{[]string{"--history-devices", "0"}, "--history-devices must be a number from 1"},
 		{[]string{"--requests", "0"}, "--requests must be a number from 1"},
+		{[]string{"--per-day", "0"}, "--per-day must be a number from 1"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"bench", "--mode", "history", "--data", t.TempDir()}, tc.args...)
