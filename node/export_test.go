@@ -49,3 +49,12 @@ var VerifyOpenServerClaims = verifyOpenServerClaims
 func CollectBlobs(n *Node, grace time.Duration) (BlobsCollected, error) {
 	return n.cluster.collectBlobs(n.Blobs, grace)
 }
+
+// SetRebuildChunk sets how many writes a read-model rebuild commits per
+// transaction and events it replays per read transaction (small: many
+// slices), until the returned func restores it.
+func SetRebuildChunk(n int) func() {
+	old := rebuildChunk
+	rebuildChunk = n
+	return func() { rebuildChunk = old }
+}

@@ -12,7 +12,7 @@ import (
 
 // rebuildChunk is how many read-model writes a rebuild commits per
 // transaction (the meta record, written last, makes it current).
-const rebuildChunk = 1 << 16
+var rebuildChunk = 1 << 16
 
 // syncReadModel makes the on-disk read model of settled tasks the one of
 // the loaded projections: kept when it was written with this build's
@@ -65,37 +65,77 @@ func readModelCurrent(store *ledger.Store, st *projections.State) (bool, error) 
 }
 
 // rebuildReadModel drops the read model and writes it again from a replay
-// of the whole log, in transactions of rebuildChunk writes, its meta
+// of the whole log, in transactions of about rebuildChunk writes, its meta
 // record last. It returns the number of settled tasks.
+//
+// The replay reads the log in slices of rebuildChunk events, each in a
+// read transaction of its own, and commits what a slice settled only after
+// that transaction has ended: a write that grows the file remaps it, which
+// waits for every open read transaction, its own goroutine's included (a
+// write from inside the replay's read hung the first start of a
+// 1,000,000-task log for good).
 func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) {
 	if err := store.ResetReadModel(nil); err != nil {
 		return 0, err
 	}
 	var ws []ledger.ReadModelWrite
 	n := 0
-	flush := func() error {
+	src := slicedLog{Store: store, every: rebuildChunk, between: func() error {
 		var err error
 		if len(ws) >= rebuildChunk {
 			err, ws = store.WriteReadModel(ws), ws[:0]
 		}
 		return err
-	}
-	again, err := projections.RebuildSettling(store, cfg, func(t *projections.Task) error {
+	}}
+	again, err := projections.RebuildSettling(src, cfg, func(t *projections.Task) error {
 		tw, err := projections.TaskWrites(t)
 		if err != nil {
 			return err
 		}
 		n++
 		ws = append(ws, tw...)
-		return flush()
+		return nil
 	}, func(t string) error {
 		ws = append(ws, projections.TombWrite(t))
-		return flush()
+		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
 	return n, store.WriteReadModel(append(ws, again.ReadModelMeta()...))
+}
+
+// slicedLog is the store read in slices of every events, each in its own
+// read transaction, with between called after each slice's transaction
+// has ended (where the caller may write).
+type slicedLog struct {
+	*ledger.Store
+	every   int
+	between func() error
+}
+
+func (l slicedLog) RangeTransient(after uint64, fn func(*ledger.Event) error) error {
+	for {
+		n, more := 0, false
+		err := l.Store.RangeTransient(after, func(e *ledger.Event) error {
+			if n == l.every {
+				more = true
+				return ledger.ErrStop
+			}
+			n++
+			after = e.Seq
+			return fn(e)
+		})
+		if err != nil {
+			return err
+		}
+		if err := l.between(); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
 }
 
 // compareReadModel returns the onSettle of a replay that checks each
