@@ -361,3 +361,29 @@ func TestTiledTreeHeapPerLeaf(t *testing.T) {
 	}
 	runtime.KeepAlive(tr)
 }
+
+// TestRootInMemoryReadsNothing: RootInMemory answers, without reading a
+// leaf back, exactly the sizes the kept nodes and the right edge cover,
+// with the reference's root; a tree keeping every node answers them all.
+func TestRootInMemoryReadsNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	raws := leaves(600, r)
+	ref := testonly.New(rfc6962.DefaultHasher)
+	ref.AppendData(raws...)
+	src := &leafSource{raws: raws}
+	tiled, full := load(t, merkle.NewTiled(8, src), raws), load(t, merkle.New(), raws)
+	for size := uint64(0); size <= 601; size++ {
+		want := size <= 600 && (size%256 == 0 || size >= 512)
+		got, ok := tiled.RootInMemory(size)
+		if ok != want || (ok && !bytes.Equal(got, ref.HashAt(size))) {
+			t.Fatalf("size %d: answered %v, want %v (or another root)", size, ok, want)
+		}
+		got, ok = full.RootInMemory(size)
+		if ok != (size <= 600) || (ok && !bytes.Equal(got, ref.HashAt(size))) {
+			t.Fatalf("full tree, size %d: answered %v", size, ok)
+		}
+	}
+	if src.reads != 0 {
+		t.Fatalf("%d reads of the leaf source", src.reads)
+	}
+}

@@ -15,7 +15,8 @@ type LeafSource interface {
 	// LeafHashes writes the leaf hashes of leaves from … to-1 (the events
 	// of seq from+1 … to) into out, which holds to-from hashes. It is
 	// called with no lock of the tree held, from any goroutine, and only
-	// for leaves the tree holds.
+	// for leaves the tree holds; never from inside a read transaction of
+	// the tree's caller (see Tree.RootInMemory).
 	LeafHashes(from, to uint64, out [][HashSize]byte) error
 }
 

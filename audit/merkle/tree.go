@@ -248,6 +248,43 @@ func (t *Tree) Root(size uint64) ([]byte, error) {
 	return r.GetRootHash(nil)
 }
 
+// RootInMemory is Root(size) when no leaf needs reading back: a tree
+// that keeps every node, the current size, a multiple of the tile size or
+// a size inside the right edge's tile; ok is false otherwise. It is for a
+// caller inside a read transaction of the store the leaf source reads (a
+// second read transaction opened by the same goroutine can wait forever
+// behind a writer that grows the file).
+func (t *Tree) RootInMemory(size uint64) (root []byte, ok bool) {
+	t.mu.RLock()
+	if size > t.rng.End() {
+		t.mu.RUnlock()
+		return nil, false
+	}
+	if size == 0 || size == t.rng.End() {
+		defer t.mu.RUnlock()
+		if size == 0 {
+			return EmptyRoot(), true
+		}
+		r, err := t.rng.GetRootHash(nil)
+		return r, err == nil
+	}
+	p, err := t.plan(compact.RangeNodes(0, size, nil))
+	t.mu.RUnlock()
+	if err != nil || len(p.tiles) > 0 {
+		return nil, false
+	}
+	hs, err := p.finish(t)
+	if err != nil {
+		return nil, false
+	}
+	r, err := factory.NewRange(0, size, hs)
+	if err != nil {
+		return nil, false
+	}
+	root, err = r.GetRootHash(nil)
+	return root, err == nil
+}
+
 // LeafHashAt returns the hash of leaf index (seq index+1).
 func (t *Tree) LeafHashAt(index uint64) ([]byte, error) {
 	if size := t.Size(); index >= size {
