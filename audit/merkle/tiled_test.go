@@ -387,3 +387,28 @@ func TestRootInMemoryReadsNothing(t *testing.T) {
 		t.Fatalf("%d reads of the leaf source", src.reads)
 	}
 }
+
+// BenchmarkLoadPerEvent is Load's cost per event of a typical envelope
+// (300 bytes) into a tiled tree (height 8), hashing on GOMAXPROCS
+// workers; compare BenchmarkAppendPerEvent (one goroutine, every node
+// kept).
+func BenchmarkLoadPerEvent(b *testing.B) {
+	r := rand.New(rand.NewPCG(43, 44))
+	raw := make([]byte, 300)
+	for j := range raw {
+		raw[j] = byte(r.Uint32())
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	tr := merkle.NewTiled(8, indexSource{})
+	if err := tr.Load(func(emit func([]byte) error) error {
+		for range b.N {
+			if err := emit(raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
