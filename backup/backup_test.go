@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"taskledger/audit/checkpoint"
+	"taskledger/audit/merkle"
 	"taskledger/backup"
 	"taskledger/ledger"
 	"taskledger/node/nodetest"
@@ -196,5 +197,56 @@ func TestNewestAndPruneReadOnlyScheduledArchives(t *testing.T) {
 	}
 	if _, ok := backup.Newest(t.TempDir()); ok {
 		t.Fatal("an empty directory has a newest archive")
+	}
+}
+
+// countingLeaves is a merkle.LeafSource over leaf bytes held by the test,
+// counting its reads.
+type countingLeaves struct {
+	raws  [][]byte
+	reads int
+}
+
+func (s *countingLeaves) LeafHashes(from, to uint64, out [][merkle.HashSize]byte) error {
+	s.reads++
+	for i := from; i < to; i++ {
+		copy(out[i-from][:], merkle.LeafHash(s.raws[i]))
+	}
+	return nil
+}
+
+// TestScanViewReadsNoTileInsideTheView: a tiled tree whose root at the
+// view's head would need a tile read back (a second read transaction
+// inside the view) is not asked for it: the scan hashes the view's events
+// and gets the same root.
+func TestScanViewReadsNoTileInsideTheView(t *testing.T) {
+	n := nodetest.Start(t)
+	n.CreateTask(map[string]any{"a": 1})
+	src := &countingLeaves{}
+	if err := n.Store.RangeRaw(0, func(_ uint64, raw []byte) error {
+		src.raws = append(src.raws, append([]byte(nil), raw...))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	head := uint64(len(src.raws))
+	for i := len(src.raws); i < 300; i++ { // a complete first tile beyond the view's head
+		src.raws = append(src.raws, []byte{byte(i), byte(i >> 8)})
+	}
+	tree := merkle.NewTiled(8, src)
+	if err := tree.Append(1, src.raws); err != nil {
+		t.Fatal(err)
+	}
+	var scan *backup.Scan
+	err := n.Store.View(func(v *ledger.View) (err error) { scan, err = backup.ScanView(v, tree); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.reads != 0 {
+		t.Fatalf("%d tile reads inside the view", src.reads)
+	}
+	want, err := tree.Root(head)
+	if err != nil || !bytes.Equal(scan.Root, want) || scan.Head.Seq != head {
+		t.Fatalf("scan of head %d: root %x, tree's %x (%v)", scan.Head.Seq, scan.Root, want, err)
 	}
 }

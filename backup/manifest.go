@@ -61,15 +61,21 @@ type Scan struct {
 // ScanView reads every event of the view: the events must end at the
 // view's head, and each reference image or evidence event names a blob.
 // The Merkle root is tree's when it has reached the view's head (a
-// serving node's tree, extended after each commit), else it is computed
-// from the events.
+// serving node's tree, extended after each commit) and answers that size
+// from memory, else it is computed from the events: a tiled tree's leaves
+// are read back in a read transaction of their own, which must not be
+// opened inside the view.
 func ScanView(v *ledger.View, tree *merkle.Tree) (*Scan, error) {
 	head, err := v.Head()
 	if err != nil {
 		return nil, err
 	}
 	var h *merkle.RootHasher
-	if tree == nil || tree.Size() < head.Seq {
+	var kept []byte
+	if tree != nil && tree.Size() >= head.Seq {
+		kept, _ = tree.RootInMemory(head.Seq)
+	}
+	if kept == nil {
 		h = merkle.NewRootHasher()
 	}
 	blobs := map[string]int64{}
@@ -127,7 +133,7 @@ func ScanView(v *ledger.View, tree *merkle.Tree) (*Scan, error) {
 	if h != nil {
 		root, err = h.Root()
 	} else {
-		root, err = tree.Root(head.Seq)
+		root = kept
 	}
 	if err != nil {
 		return nil, err

@@ -55,6 +55,11 @@ type HistoryPoint struct {
 	// newest signed checkpoint; it also brings the file into the page
 	// cache for Start); MerkleCPU its CPU time.
 	Merkle, MerkleCPU time.Duration
+	// ProofP50, ProofP99: an inclusion proof of an event spread over the
+	// log in the tree of its whole size, from the tree Merkle rebuilt
+	// (tiled: each reads back and hashes the 256 events of the event's
+	// tile, D440).
+	ProofP50, ProofP99 time.Duration
 	// StartCPU is the process's CPU time during Start (the machine may be
 	// shared: wall time then includes waiting for a core).
 	StartCPU      time.Duration
@@ -190,7 +195,22 @@ func timeMerkle(dir string, p *HistoryPoint) error {
 	if err == nil && tree.Size() != p.Gen.Events {
 		err = fmt.Errorf("bench: the Merkle tree holds %d events, the history %d", tree.Size(), p.Gen.Events)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	const proofs = 200
+	size := tree.Size()
+	lat := make([]time.Duration, 0, proofs)
+	for i := range uint64(proofs) {
+		t0 := time.Now()
+		if _, err := tree.Inclusion((i*size/proofs+i*7919)%size, size); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	p.ProofP50, p.ProofP99 = pct(lat, 50), pct(lat, 99)
+	return nil
 }
 
 func openHistoryNode(dir string) (*node.Node, error) {
@@ -343,6 +363,8 @@ func (p *HistoryPoint) lines() []string {
 			name, HistoryListLimit, ms(p.ListP50), ms(p.ListP99), p.ListTasks),
 		fmt.Sprintf("%-40s list SUCCEEDED from a cursor spread over the history, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least)",
 			name, HistoryListLimit, ms(p.PageP50), ms(p.PageP99), p.PageTasks),
+		fmt.Sprintf("%-40s inclusion proof (its tile read back): p50 %7.3f ms  p99 %7.3f ms",
+			name, ms(p.ProofP50), ms(p.ProofP99)),
 	}
 }
 

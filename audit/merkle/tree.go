@@ -6,8 +6,15 @@
 // of the complete subtrees so that roots and proofs can be answered for
 // every size up to the current one.
 //
+// A tree made by NewTiled keeps only the nodes at levels ≥ its tile
+// height (the roots of complete tiles of 2^height leaves and above) and
+// the leaf hashes of the incomplete tile at the right edge; a node below
+// that a root or proof needs is recomputed from the leaves of its tile,
+// read back through a LeafSource and checked against the tile's kept root
+// (tiles.go). A tree made by New keeps every node.
+//
 // The tree is derived from the log like a projection: it is rebuilt from
-// the events at start and extended after every commit.
+// the events at start (Load) and extended after every commit (Append).
 package merkle
 
 import (
@@ -34,6 +41,12 @@ var (
 	ErrOrder = errors.New("merkle: leaves appended out of order")
 	// ErrRange is a consistency request with from > to.
 	ErrRange = errors.New("merkle: first size is above the second")
+	// ErrTile is a tile whose leaves, read back through the leaf source,
+	// do not hash to the root the tree kept: the log changed under the
+	// tree.
+	ErrTile = errors.New("merkle: the leaves read back for a tile do not hash to the root the tree kept")
+	// ErrNotEmpty is a Load into a tree that already holds leaves.
+	ErrNotEmpty = errors.New("merkle: load into a tree that holds leaves")
 )
 
 var (
@@ -49,25 +62,54 @@ func EmptyRoot() []byte { return hasher.EmptyRoot() }
 
 // Tree is the Merkle tree over the log. It is safe for concurrent use: one
 // writer (the committer) appends, any number of readers ask for roots and
-// proofs.
+// proofs. A reader that needs a tile's leaves reads them through the leaf
+// source with no lock held: the committer never waits for a read.
 type Tree struct {
 	mu  sync.RWMutex
 	rng *compact.Range
-	// levels[l] holds the hashes of the complete nodes of level l, in
-	// index order, HashSize bytes each (2 hashes per leaf in all), in
-	// chunks of chunkHashes hashes: a chunk, once full, is never copied,
-	// so an append costs the same at a billion leaves as at a thousand
-	// (one growing slice was copied whole, 32 bytes per leaf, on the
-	// committer at every growth of a quarter).
+	// height is the tile height: nodes of the levels below it are not
+	// kept (0: every node is kept, and src is nil).
+	height uint
+	src    LeafSource
+	// levels[l] (l ≥ height) holds the hashes of the complete nodes of
+	// level l, in index order, HashSize bytes each, in chunks of
+	// chunkHashes hashes: a chunk, once full, is never copied, so an
+	// append costs the same at a billion leaves as at a thousand (one
+	// growing slice was copied whole, 32 bytes per leaf, on the committer
+	// at every growth of a quarter). The levels below height stay nil.
 	levels [][][]byte
+	// edge holds the leaf hashes of the incomplete tile at the right edge
+	// (height > 0): leaves size&^(2^height-1) … size-1.
+	edge  []byte
+	cache tileCache
 }
 
 // chunkHashes is the number of hashes per chunk of a level (32 KiB, the
 // largest small allocation: no page-aligned large object per chunk).
 var chunkHashes = 1024
 
-// New returns the empty tree.
+// New returns the empty tree that keeps every node (two hashes, 64 bytes,
+// per leaf): for a log whose leaves cannot be read back.
 func New() *Tree { return &Tree{rng: factory.NewEmptyRange(0)} }
+
+// MaxTileHeight is the highest tile height NewTiled takes (tiles of 4,096
+// leaves, 128 KiB of leaf hashes to read back per recomputed node).
+const MaxTileHeight = 12
+
+// NewTiled returns the empty tree that keeps only the nodes at levels ≥
+// height (1 … MaxTileHeight) and the leaf hashes of the right edge's
+// incomplete tile, and reads the leaves of any other tile back from src
+// when a root or proof needs a node below height. A height of 0 or a nil
+// src gives New's tree.
+func NewTiled(height uint, src LeafSource) *Tree {
+	if height == 0 || src == nil {
+		return New()
+	}
+	return &Tree{rng: factory.NewEmptyRange(0), height: min(height, MaxTileHeight), src: src}
+}
+
+// TileHeight is the tree's tile height (0: every node is kept).
+func (t *Tree) TileHeight() uint { return t.height }
 
 // Size is the number of leaves.
 func (t *Tree) Size() uint64 {
@@ -97,6 +139,8 @@ func (t *Tree) AppendHashes(first uint64, hashes [][]byte) error {
 		if len(h) != HashSize {
 			return fmt.Errorf("merkle: leaf hash of %d bytes", len(h))
 		}
+	}
+	for _, h := range hashes {
 		if err := t.rng.Append(h, t.store); err != nil {
 			return err
 		}
@@ -104,8 +148,29 @@ func (t *Tree) AppendHashes(first uint64, hashes [][]byte) error {
 	return nil
 }
 
-// store keeps a node the compact range completed.
+// appendTile adds the root of a complete tile of 2^height leaves to a tree
+// whose size is a multiple of the tile size (the caller holds mu).
+func (t *Tree) appendTile(root []byte) error {
+	end := t.rng.End()
+	r, err := factory.NewRange(end, end+1<<t.height, [][]byte{root})
+	if err != nil {
+		return err
+	}
+	t.store(compact.NewNodeID(t.height, end>>t.height), root)
+	return t.rng.AppendRange(r, t.store)
+}
+
+// store keeps a node the compact range completed (the caller holds mu).
 func (t *Tree) store(id compact.NodeID, hash []byte) {
+	if id.Level < t.height {
+		if id.Level == 0 {
+			t.edge = append(t.edge, hash...)
+		}
+		return
+	}
+	if t.height > 0 && id.Level == t.height {
+		t.edge = t.edge[:0] // the tile is complete: its root stands for its leaves
+	}
 	for uint(len(t.levels)) <= id.Level {
 		t.levels = append(t.levels, nil)
 	}
@@ -124,9 +189,10 @@ func (t *Tree) store(id compact.NodeID, hash []byte) {
 	t.levels[id.Level] = chunks
 }
 
-// node returns the stored hash of a complete node (the caller holds mu).
+// node returns the kept hash of a complete node at a level ≥ height (the
+// caller holds mu).
 func (t *Tree) node(id compact.NodeID) ([]byte, error) {
-	if id.Level < uint(len(t.levels)) {
+	if id.Level >= t.height && id.Level < uint(len(t.levels)) {
 		chunks := t.levels[id.Level]
 		c, off := id.Index/uint64(chunkHashes), id.Index%uint64(chunkHashes)*HashSize
 		if c < uint64(len(chunks)) && off+HashSize <= uint64(len(chunks[c])) {
@@ -136,36 +202,42 @@ func (t *Tree) node(id compact.NodeID) ([]byte, error) {
 	return nil, fmt.Errorf("merkle: node (%d, %d) is not stored", id.Level, id.Index)
 }
 
-func (t *Tree) hashes(ids []compact.NodeID) ([][]byte, error) {
-	out := make([][]byte, len(ids))
-	for i, id := range ids {
-		h, err := t.node(id)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = append([]byte(nil), h...)
+// hashes returns the hashes of complete nodes: under the read lock it
+// copies those kept and the right edge's leaves, and notes the tiles
+// whose leaves must be read back; then, with no lock held, it reads and
+// checks those tiles and recomputes the rest.
+func (t *Tree) hashes(ids []compact.NodeID, size uint64) ([][]byte, error) {
+	t.mu.RLock()
+	if size > t.rng.End() {
+		end := t.rng.End()
+		t.mu.RUnlock()
+		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, size, end)
 	}
-	return out, nil
+	p, err := t.plan(ids)
+	t.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	return p.finish(t)
 }
 
 // Root returns the root hash of the tree of the given size.
 func (t *Tree) Root(size uint64) ([]byte, error) {
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.rootLocked(size)
-}
-
-func (t *Tree) rootLocked(size uint64) ([]byte, error) {
-	if size > t.rng.End() {
-		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, size, t.rng.End())
-	}
-	if size == 0 {
+	end := t.rng.End()
+	switch {
+	case size > end:
+		t.mu.RUnlock()
+		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, size, end)
+	case size == 0:
+		t.mu.RUnlock()
 		return EmptyRoot(), nil
-	}
-	if size == t.rng.End() {
+	case size == end:
+		defer t.mu.RUnlock()
 		return t.rng.GetRootHash(nil)
 	}
-	hs, err := t.hashes(compact.RangeNodes(0, size, nil))
+	t.mu.RUnlock()
+	hs, err := t.hashes(compact.RangeNodes(0, size, nil), size)
 	if err != nil {
 		return nil, err
 	}
@@ -176,24 +248,60 @@ func (t *Tree) rootLocked(size uint64) ([]byte, error) {
 	return r.GetRootHash(nil)
 }
 
+// RootInMemory is Root(size) when no leaf needs reading back: a tree
+// that keeps every node, the current size, a multiple of the tile size or
+// a size inside the right edge's tile; ok is false otherwise. It is for a
+// caller inside a read transaction of the store the leaf source reads (a
+// second read transaction opened by the same goroutine can wait forever
+// behind a writer that grows the file).
+func (t *Tree) RootInMemory(size uint64) (root []byte, ok bool) {
+	t.mu.RLock()
+	if size > t.rng.End() {
+		t.mu.RUnlock()
+		return nil, false
+	}
+	if size == 0 || size == t.rng.End() {
+		defer t.mu.RUnlock()
+		if size == 0 {
+			return EmptyRoot(), true
+		}
+		r, err := t.rng.GetRootHash(nil)
+		return r, err == nil
+	}
+	p, err := t.plan(compact.RangeNodes(0, size, nil))
+	t.mu.RUnlock()
+	if err != nil || len(p.tiles) > 0 {
+		return nil, false
+	}
+	hs, err := p.finish(t)
+	if err != nil {
+		return nil, false
+	}
+	r, err := factory.NewRange(0, size, hs)
+	if err != nil {
+		return nil, false
+	}
+	root, err = r.GetRootHash(nil)
+	return root, err == nil
+}
+
 // LeafHashAt returns the hash of leaf index (seq index+1).
 func (t *Tree) LeafHashAt(index uint64) ([]byte, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if index >= t.rng.End() {
-		return nil, fmt.Errorf("%w: leaf %d, tree %d", ErrIndex, index, t.rng.End())
+	if size := t.Size(); index >= size {
+		return nil, fmt.Errorf("%w: leaf %d, tree %d", ErrIndex, index, size)
 	}
-	h, err := t.node(compact.NewNodeID(0, index))
-	return append([]byte(nil), h...), err
+	hs, err := t.hashes([]compact.NodeID{compact.NewNodeID(0, index)}, index+1)
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
 }
 
 // Inclusion returns the RFC 6962 inclusion proof of leaf index in the tree
 // of the given size.
 func (t *Tree) Inclusion(index, size uint64) ([][]byte, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if size > t.rng.End() {
-		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, size, t.rng.End())
+	if end := t.Size(); size > end {
+		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, size, end)
 	}
 	if index >= size {
 		return nil, fmt.Errorf("%w: leaf %d, size %d", ErrIndex, index, size)
@@ -202,16 +310,14 @@ func (t *Tree) Inclusion(index, size uint64) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.rehash(nodes)
+	return t.rehash(nodes, size)
 }
 
 // Consistency returns the RFC 6962 consistency proof between the trees of
 // sizes from and to.
 func (t *Tree) Consistency(from, to uint64) ([][]byte, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if to > t.rng.End() {
-		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, to, t.rng.End())
+	if end := t.Size(); to > end {
+		return nil, fmt.Errorf("%w: size %d, tree %d", ErrSize, to, end)
 	}
 	if from > to {
 		return nil, fmt.Errorf("%w: %d > %d", ErrRange, from, to)
@@ -220,25 +326,32 @@ func (t *Tree) Consistency(from, to uint64) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.rehash(nodes)
+	return t.rehash(nodes, to)
 }
 
-func (t *Tree) rehash(nodes proof.Nodes) ([][]byte, error) {
-	hs, err := t.hashes(nodes.IDs)
+func (t *Tree) rehash(nodes proof.Nodes, size uint64) ([][]byte, error) {
+	hs, err := t.hashes(nodes.IDs, size)
 	if err != nil {
 		return nil, err
 	}
 	return nodes.Rehash(hs, hasher.HashChildren)
 }
 
-// Equal reports whether two trees hold the same leaves (same size, same
-// stored nodes).
+// Equal reports whether two trees hold the same leaves: the same size and
+// compact range (so the same root), and, for two trees of one tile
+// height, the same kept nodes.
 func (t *Tree) Equal(o *Tree) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	if t.rng.End() != o.rng.End() || len(t.levels) != len(o.levels) {
+	if t.rng.End() != o.rng.End() || !t.rng.Equal(o.rng) {
+		return false
+	}
+	if t.height != o.height {
+		return true
+	}
+	if len(t.levels) != len(o.levels) || !bytes.Equal(t.edge, o.edge) {
 		return false
 	}
 	for i := range t.levels {
@@ -251,7 +364,7 @@ func (t *Tree) Equal(o *Tree) bool {
 			}
 		}
 	}
-	return t.rng.Equal(o.rng)
+	return true
 }
 
 // VerifyInclusion checks an inclusion proof of the leaf of seq (index

@@ -57,30 +57,22 @@ type Log struct {
 	once     sync.Once
 }
 
-// Build rebuilds the tree from every event of the log.
+// Build rebuilds the tree from every event of the log: a tiled tree
+// (TileHeight) whose leaves are read back from store. The events are read
+// with one cursor and hashed on every core (merkle.Tree.Load).
 func Build(store Store) (*merkle.Tree, error) {
-	tr := merkle.New()
-	var first uint64 = 1
-	batch := make([][]byte, 0, 4096)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := tr.AppendHashes(first, batch)
-		first += uint64(len(batch))
-		batch = batch[:0]
-		return err
-	}
-	err := store.RangeRaw(0, func(seq uint64, raw []byte) error {
-		batch = append(batch, merkle.LeafHash(raw)) // raw lives only during the call
-		if len(batch) == cap(batch) {
-			return flush()
-		}
-		return nil
+	return load(merkle.NewTiled(TileHeight, Leaves{Store: store}), store)
+}
+
+// BuildFull rebuilds the tree from every event of the log keeping every
+// node in memory (64 bytes per event): for a log whose events cannot be
+// read back by seq cheaply (a cluster's stream).
+func BuildFull(store Store) (*merkle.Tree, error) { return load(merkle.New(), store) }
+
+func load(tr *merkle.Tree, store Store) (*merkle.Tree, error) {
+	err := tr.Load(func(emit func(raw []byte) error) error {
+		return store.RangeRaw(0, func(_ uint64, raw []byte) error { return emit(raw) })
 	})
-	if err == nil {
-		err = flush()
-	}
 	return tr, err
 }
 
