@@ -19,21 +19,65 @@ const rebuildChunk = 1 << 16
 // layout, schema and retention up to the log's head (every commit writes
 // it with its events); otherwise rebuilt by a replay of the whole log that
 // hands each task to disk as it settles (a file written before it
-// existed, a schema change, another retention, a copied log). Then the
+// existed, a schema change, another retention, a copied log). rebuilt
+// says the load's own replay of the whole log wrote it already
+// (wholeLogLoad): only its meta record, which makes it current, is left
+// to write, now that the start's checks of the log passed. Then the
 // projections read settled tasks from it.
-func syncReadModel(store *ledger.Store, st *projections.State, log zerolog.Logger) error {
-	current, err := readModelCurrent(store, st)
-	if err != nil {
-		return err
-	}
-	if !current {
-		n, err := rebuildReadModel(store, st.Config())
+func syncReadModel(store *ledger.Store, st *projections.State, rebuilt *readModelRebuild, log zerolog.Logger) error {
+	if rebuilt == nil {
+		current, err := readModelCurrent(store, st)
 		if err != nil {
+			return err
+		}
+		if !current {
+			again, n, err := rebuildReadModel(store, st.Config(), nil)
+			if err != nil {
+				return fmt.Errorf("rebuild the read model: %w", err)
+			}
+			rebuilt = &readModelRebuild{state: again, tasks: n}
+		}
+	}
+	if rebuilt != nil {
+		if err := commitReadModel(store, rebuilt.state); err != nil {
 			return fmt.Errorf("rebuild the read model: %w", err)
 		}
-		log.Info().Uint64("head", st.Head.Seq).Int("tasks", n).Msg("read model of finished tasks rebuilt from the log")
+		log.Info().Uint64("head", st.Head.Seq).Int("tasks", rebuilt.tasks).Msg("read model of finished tasks rebuilt from the log")
 	}
 	return attachReadModel(store, st)
+}
+
+// readModelRebuild is a replay of the whole log that wrote the read model
+// (all but its meta record).
+type readModelRebuild struct {
+	state *projections.State
+	tasks int
+}
+
+// wholeLogLoad is the whole-log replay of a start on the bbolt file that
+// found no snapshot to load: when the read model on disk is not the one
+// of the log's head, the same replay rebuilds it (one pass over the log,
+// not two), and *rebuilt tells syncReadModel so.
+func wholeLogLoad(store *ledger.Store, rebuilt **readModelRebuild) func(projections.Config) (*projections.State, error) {
+	return func(cfg projections.Config) (*projections.State, error) {
+		head, err := store.Head()
+		if err != nil {
+			return nil, err
+		}
+		rmHead, version, err := readModelMeta(store)
+		if err != nil {
+			return nil, err
+		}
+		if projections.ReadModelCurrentAt(cfg, head.Seq, rmHead, version) {
+			return Rebuild(store, cfg)
+		}
+		st, n, err := rebuildReadModel(store, cfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		*rebuilt = &readModelRebuild{state: st, tasks: n}
+		return st, nil
+	}
 }
 
 // attachReadModel makes freshly loaded projections, whose settled tasks
@@ -53,23 +97,33 @@ func attachReadModel(store *ledger.Store, st *projections.State) error {
 }
 
 func readModelCurrent(store *ledger.Store, st *projections.State) (bool, error) {
-	head, err := store.ReadModelGet(projections.RMMeta, projections.RMHeadKey())
-	if err != nil {
-		return false, err
-	}
-	version, err := store.ReadModelGet(projections.RMMeta, projections.RMVersionKey())
+	head, version, err := readModelMeta(store)
 	if err != nil {
 		return false, err
 	}
 	return st.ReadModelCurrent(head, version), nil
 }
 
+// readModelMeta is the head and version the read model's meta record
+// holds (nil when absent).
+func readModelMeta(store *ledger.Store) (head, version []byte, err error) {
+	if head, err = store.ReadModelGet(projections.RMMeta, projections.RMHeadKey()); err != nil {
+		return nil, nil, err
+	}
+	version, err = store.ReadModelGet(projections.RMMeta, projections.RMVersionKey())
+	return head, version, err
+}
+
 // rebuildReadModel drops the read model and writes it again from a replay
-// of the whole log, in transactions of rebuildChunk writes, its meta
-// record last. It returns the number of settled tasks.
-func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) {
+// of the whole log, in transactions of rebuildChunk writes, with the
+// garbage collector as Rebuild sets it. It returns the replay's
+// projections and the number of settled tasks. The meta record is left
+// out: until commitReadModel writes it the read model is not current,
+// and a start cut meanwhile, or refused by a later check, rebuilds it
+// again. progress, if set, is called after every event.
+func rebuildReadModel(store *ledger.Store, cfg projections.Config, progress func(seq uint64)) (*projections.State, int, error) {
 	if err := store.ResetReadModel(nil); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	var ws []ledger.ReadModelWrite
 	n := 0
@@ -80,7 +134,8 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) 
 		}
 		return err
 	}
-	again, err := projections.RebuildSettling(store, cfg, func(t *projections.Task) error {
+	defer replayGC()()
+	st, err := projections.RebuildSettling(store, cfg, func(t *projections.Task) error {
 		tw, err := projections.TaskWrites(t)
 		if err != nil {
 			return err
@@ -91,11 +146,17 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) 
 	}, func(t string) error {
 		ws = append(ws, projections.TombWrite(t))
 		return flush()
-	})
+	}, progress)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	return n, store.WriteReadModel(append(ws, again.ReadModelMeta()...))
+	return st, n, store.WriteReadModel(ws)
+}
+
+// commitReadModel writes the meta record of a rebuilt read model (its
+// head, settled counts and version): from then on it is current.
+func commitReadModel(store *ledger.Store, st *projections.State) error {
+	return store.WriteReadModel(st.ReadModelMeta())
 }
 
 // compareReadModel returns the onSettle of a replay that checks each
