@@ -103,6 +103,25 @@ func ComputeHash(e *Event) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
+// StoredHashHolds reports whether raw, the stored bytes of e, hash to
+// e.Hash without encoding e again: a stored event ends with its hash as a
+// 32-byte binary (Hash is the last field), and the hash was computed over
+// the same bytes with that binary replaced by nil (SealEncoded). A start's
+// chain check hashes the bytes it read this way; false says only that the
+// shortcut does not hold, and ComputeHash decides then.
+func StoredHashHolds(raw []byte, e *Event) bool {
+	n := len(raw) - 2 - HashSize
+	if n < 0 || len(e.Hash) != HashSize || raw[n] != msgpackBin8 || raw[n+1] != HashSize || !bytes.Equal(raw[n+2:], e.Hash) {
+		return false
+	}
+	h := sha256.New()
+	h.Write(e.PrevHash)
+	h.Write(raw[:n])
+	h.Write([]byte{msgpackNil})
+	var sum [HashSize]byte
+	return bytes.Equal(h.Sum(sum[:0]), e.Hash)
+}
+
 // Seal sets e's seq and prev_hash to continue head, computes its hash and
 // returns the new head.
 func Seal(e *Event, head Head) (Head, error) {

@@ -74,3 +74,42 @@ func TestAppendEncodedStoresSameBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredHashHoldsOnlyForTheSealedBytes: the hash of a sealed event's
+// stored bytes holds without encoding it again, and a changed byte of
+// its content, its prev_hash or its hash makes it fail.
+func TestStoredHashHoldsOnlyForTheSealedBytes(t *testing.T) {
+	head := Head{Seq: 6, Hash: bytes.Repeat([]byte{5}, HashSize), At: 1767323050000}
+	e := &Event{Stream: "task/t", StreamVersion: 3, Type: "task.started", Schema: 1, At: head.At,
+		Actor: Actor{Kind: ActorDevice, ID: "d"}, Body: []byte{0x81, 0xa1, 'a', 0x01}}
+	_, raw, err := SealEncoded(e, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeEvent(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !StoredHashHolds(raw, &got) {
+		t.Fatal("the stored bytes of a sealed event do not hash to its hash")
+	}
+	for i := range raw {
+		edited := bytes.Clone(raw)
+		edited[i] ^= 0x01
+		d, err := DecodeEvent(edited)
+		if err != nil {
+			continue
+		}
+		if StoredHashHolds(edited, &d) {
+			t.Fatalf("byte %d of %d changed: the hash still holds", i, len(raw))
+		}
+	}
+	other := got
+	other.PrevHash = bytes.Repeat([]byte{6}, HashSize)
+	if StoredHashHolds(raw, &other) {
+		t.Fatal("another prev_hash: the hash still holds")
+	}
+	if StoredHashHolds(raw[:len(raw)-1], &got) || StoredHashHolds(nil, &got) {
+		t.Fatal("cut bytes: the hash still holds")
+	}
+}

@@ -565,16 +565,38 @@ func (s *Store) Check() error {
 // rangeTransient decodes the raw events rangeRaw gives into one Event,
 // reused from one call of fn to the next (see Store.RangeTransient).
 func rangeTransient(rangeRaw func(uint64, func(uint64, []byte) error) error, after uint64, fn func(*Event) error) error {
-	in := interner{transient: true}
-	var e Event
+	d := NewTransientDecoder()
 	return rangeRaw(after, func(seq uint64, raw []byte) error {
-		e = Event{}
-		if !decodeEventFast(raw, &e, &in) {
-			var err error
-			if e, err = decodeEventGeneric(raw); err != nil {
-				return fmt.Errorf("seq %d: %w", seq, err)
-			}
+		e, err := d.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", seq, err)
 		}
-		return fn(&e)
+		return fn(e)
 	})
+}
+
+// TransientDecoder decodes stored events as RangeTransient lends them:
+// the event, its Body, PrevHash and Idem are valid only until the next
+// Decode, and only while raw is (Hash is a copy). A start's chain check
+// reads every event this way.
+type TransientDecoder struct {
+	in interner
+	e  Event
+}
+
+// NewTransientDecoder returns a decoder for one pass over the log.
+func NewTransientDecoder() *TransientDecoder {
+	return &TransientDecoder{in: interner{transient: true}}
+}
+
+// Decode decodes raw into the decoder's event.
+func (d *TransientDecoder) Decode(raw []byte) (*Event, error) {
+	d.e = Event{}
+	if !decodeEventFast(raw, &d.e, &d.in) {
+		var err error
+		if d.e, err = decodeEventGeneric(raw); err != nil {
+			return nil, err
+		}
+	}
+	return &d.e, nil
 }

@@ -50,11 +50,11 @@ func CollectBlobs(n *Node, grace time.Duration) (BlobsCollected, error) {
 	return n.cluster.collectBlobs(n.Blobs, grace)
 }
 
-// SetRebuildChunk sets how many writes a read-model rebuild commits per
-// transaction and events it replays per read transaction (small: many
-// slices), until the returned func restores it.
+// SetRebuildChunk makes a read-model rebuild replay n events per read
+// transaction and commit what it gathered after every one (small: many
+// slices, many writes), until the returned func restores it.
 func SetRebuildChunk(n int) func() {
-	old := rebuildChunk
-	rebuildChunk = n
-	return func() { rebuildChunk = old }
+	oldChunk, oldBytes := rebuildChunk, rebuildBytes
+	rebuildChunk, rebuildBytes = n, 1
+	return func() { rebuildChunk, rebuildBytes = oldChunk, oldBytes }
 }

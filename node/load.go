@@ -72,6 +72,13 @@ func LoadProjections(store *ledger.Store, cfg projections.Config, log zerolog.Lo
 // LoadProjectionsFrom is LoadProjections over any backend, with the
 // snapshots of the data directory dir (a cluster node's own).
 func LoadProjectionsFrom(store ledger.Backend, dir string, cfg projections.Config, log zerolog.Logger) (*Loaded, error) {
+	return loadProjections(store, dir, cfg, log, func(cfg projections.Config) (*projections.State, error) { return Rebuild(store, cfg) })
+}
+
+// loadProjections is LoadProjectionsFrom whose replay of the whole log,
+// when no snapshot loads, is whole.
+func loadProjections(store ledger.Backend, dir string, cfg projections.Config, log zerolog.Logger,
+	whole func(projections.Config) (*projections.State, error)) (*Loaded, error) {
 	snap, refused, err := snapshots.LoadNewest(snapshots.Dir(dir), SnapshotWant(cfg), store)
 	if err != nil {
 		return nil, err
@@ -96,7 +103,7 @@ func LoadProjectionsFrom(store ledger.Backend, dir string, cfg projections.Confi
 			Msg("projections loaded from a snapshot and the log after it")
 		return l, nil
 	}
-	st, err := Rebuild(store, cfg)
+	st, err := whole(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +120,18 @@ func LoadProjectionsFrom(store ledger.Backend, dir string, cfg projections.Confi
 // collection should the heap come near it. Without a limit the collector
 // runs as it is set.
 func Rebuild(store projections.Source, cfg projections.Config) (*projections.State, error) {
-	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
-		defer pauseGC()()
-	}
+	defer replayGC()()
 	return projections.Rebuild(store, cfg)
+}
+
+// replayGC turns the garbage collector off for a replay of the whole log
+// while a soft memory limit bounds the heap (Rebuild), and returns what
+// turns it back on.
+func replayGC() (resume func()) {
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		return pauseGC()
+	}
+	return func() {}
 }
 
 // pausedTail is the longest tail replayed with the garbage collector still

@@ -166,7 +166,12 @@ func open(cfg Config, src source) (*Node, error) {
 	start := time.Now() //tl:wallclock replay-duration metric
 	// A cluster's stream keeps no read model: its nodes keep settled tasks.
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.Commands.IdempotencyRetention.Milliseconds(), KeepSettled: store == nil}
-	loaded, err := LoadProjectionsFrom(backend, cfg.DataDir, pcfg, cfg.Logger)
+	var rebuilt *readModelRebuild // the whole-log replay wrote the read model
+	whole := func(c projections.Config) (*projections.State, error) { return Rebuild(backend, c) }
+	if store != nil {
+		whole = wholeLogLoad(store, &rebuilt)
+	}
+	loaded, err := loadProjections(backend, cfg.DataDir, pcfg, cfg.Logger, whole)
 	if err != nil {
 		// A log that does not replay: name its first damaged event when
 		// the hash chain shows one.
@@ -196,7 +201,7 @@ func open(cfg Config, src source) (*Node, error) {
 		if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
 			return nil, err
 		}
-		if err := syncReadModel(store, state, cfg.Logger); err != nil {
+		if err := syncReadModel(store, state, rebuilt, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,8 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -10,8 +12,7 @@ import (
 	"taskledger/projections"
 )
 
-// rebuildChunk is how many read-model writes a rebuild commits per
-// transaction (the meta record, written last, makes it current).
+// rebuildChunk is how many events a rebuild replays per read transaction.
 var rebuildChunk = 1 << 16
 
 // syncReadModel makes the on-disk read model of settled tasks the one of
@@ -19,21 +20,65 @@ var rebuildChunk = 1 << 16
 // layout, schema and retention up to the log's head (every commit writes
 // it with its events); otherwise rebuilt by a replay of the whole log that
 // hands each task to disk as it settles (a file written before it
-// existed, a schema change, another retention, a copied log). Then the
+// existed, a schema change, another retention, a copied log). rebuilt
+// says the load's own replay of the whole log wrote it already
+// (wholeLogLoad): only its meta record, which makes it current, is left
+// to write, now that the start's checks of the log passed. Then the
 // projections read settled tasks from it.
-func syncReadModel(store *ledger.Store, st *projections.State, log zerolog.Logger) error {
-	current, err := readModelCurrent(store, st)
-	if err != nil {
-		return err
-	}
-	if !current {
-		n, err := rebuildReadModel(store, st.Config())
+func syncReadModel(store *ledger.Store, st *projections.State, rebuilt *readModelRebuild, log zerolog.Logger) error {
+	if rebuilt == nil {
+		current, err := readModelCurrent(store, st)
 		if err != nil {
+			return err
+		}
+		if !current {
+			again, n, err := rebuildReadModel(store, st.Config(), nil)
+			if err != nil {
+				return fmt.Errorf("rebuild the read model: %w", err)
+			}
+			rebuilt = &readModelRebuild{state: again, tasks: n}
+		}
+	}
+	if rebuilt != nil {
+		if err := commitReadModel(store, rebuilt.state); err != nil {
 			return fmt.Errorf("rebuild the read model: %w", err)
 		}
-		log.Info().Uint64("head", st.Head.Seq).Int("tasks", n).Msg("read model of finished tasks rebuilt from the log")
+		log.Info().Uint64("head", st.Head.Seq).Int("tasks", rebuilt.tasks).Msg("read model of finished tasks rebuilt from the log")
 	}
 	return attachReadModel(store, st)
+}
+
+// readModelRebuild is a replay of the whole log that wrote the read model
+// (all but its meta record).
+type readModelRebuild struct {
+	state *projections.State
+	tasks int
+}
+
+// wholeLogLoad is the whole-log replay of a start on the bbolt file that
+// found no snapshot to load: when the read model on disk is not the one
+// of the log's head, the same replay rebuilds it (one pass over the log,
+// not two), and *rebuilt tells syncReadModel so.
+func wholeLogLoad(store *ledger.Store, rebuilt **readModelRebuild) func(projections.Config) (*projections.State, error) {
+	return func(cfg projections.Config) (*projections.State, error) {
+		head, err := store.Head()
+		if err != nil {
+			return nil, err
+		}
+		rmHead, version, err := readModelMeta(store)
+		if err != nil {
+			return nil, err
+		}
+		if projections.ReadModelCurrentAt(cfg, head.Seq, rmHead, version) {
+			return Rebuild(store, cfg)
+		}
+		st, n, err := rebuildReadModel(store, cfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		*rebuilt = &readModelRebuild{state: st, tasks: n}
+		return st, nil
+	}
 }
 
 // attachReadModel makes freshly loaded projections, whose settled tasks
@@ -53,56 +98,104 @@ func attachReadModel(store *ledger.Store, st *projections.State) error {
 }
 
 func readModelCurrent(store *ledger.Store, st *projections.State) (bool, error) {
-	head, err := store.ReadModelGet(projections.RMMeta, projections.RMHeadKey())
-	if err != nil {
-		return false, err
-	}
-	version, err := store.ReadModelGet(projections.RMMeta, projections.RMVersionKey())
+	head, version, err := readModelMeta(store)
 	if err != nil {
 		return false, err
 	}
 	return st.ReadModelCurrent(head, version), nil
 }
 
+// readModelMeta is the head and version the read model's meta record
+// holds (nil when absent).
+func readModelMeta(store *ledger.Store) (head, version []byte, err error) {
+	if head, err = store.ReadModelGet(projections.RMMeta, projections.RMHeadKey()); err != nil {
+		return nil, nil, err
+	}
+	version, err = store.ReadModelGet(projections.RMMeta, projections.RMVersionKey())
+	return head, version, err
+}
+
 // rebuildReadModel drops the read model and writes it again from a replay
-// of the whole log, in transactions of about rebuildChunk writes, its meta
-// record last. It returns the number of settled tasks.
+// of the whole log, with the garbage collector as Rebuild sets it. It
+// returns the replay's projections and the number of settled tasks. The
+// meta record is left out: until commitReadModel writes it the read model
+// is not current, and a start cut meanwhile, or refused by a later check,
+// rebuilds it again. progress, if set, is called after every event.
 //
 // The replay reads the log in slices of rebuildChunk events, each in a
-// read transaction of its own, and commits what a slice settled only after
+// read transaction of its own, and commits what it gathered only after
 // that transaction has ended: a write that grows the file remaps it, which
 // waits for every open read transaction, its own goroutine's included (a
 // write from inside the replay's read hung the first start of a
-// 1,000,000-task log for good).
-func rebuildReadModel(store *ledger.Store, cfg projections.Config) (int, error) {
+// 1,000,000-task log for good). It commits once rebuildBytes have
+// gathered, in key order (writeSorted).
+func rebuildReadModel(store *ledger.Store, cfg projections.Config, progress func(seq uint64)) (*projections.State, int, error) {
 	if err := store.ResetReadModel(nil); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	var ws []ledger.ReadModelWrite
-	n := 0
+	n, size := 0, 0
+	add := func(w ledger.ReadModelWrite) {
+		size += len(w.Bucket) + len(w.Key) + len(w.Value)
+		ws = append(ws, w)
+	}
 	src := slicedLog{Store: store, every: rebuildChunk, between: func() error {
-		var err error
-		if len(ws) >= rebuildChunk {
-			err, ws = store.WriteReadModel(ws), ws[:0]
+		if size < rebuildBytes {
+			return nil
 		}
+		err := writeSorted(store, ws)
+		ws, size = ws[:0], 0
 		return err
 	}}
-	again, err := projections.RebuildSettling(src, cfg, func(t *projections.Task) error {
+	defer replayGC()()
+	st, err := projections.RebuildSettling(src, cfg, func(t *projections.Task) error {
 		tw, err := projections.TaskWrites(t)
 		if err != nil {
 			return err
 		}
 		n++
-		ws = append(ws, tw...)
+		for _, w := range tw {
+			add(w)
+		}
 		return nil
 	}, func(t string) error {
-		ws = append(ws, projections.TombWrite(t))
+		add(projections.TombWrite(t))
 		return nil
-	})
+	}, progress)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	return n, store.WriteReadModel(append(ws, again.ReadModelMeta()...))
+	return st, n, writeSorted(store, ws)
+}
+
+// rebuildBytes is how many bytes of keys and values a rebuild gathers
+// before it commits them. Document keys are task ids and tombstone keys
+// hashes, so a transaction's puts land all over their buckets: each one
+// dirties a page of its own unless the transaction holds many to a page.
+// Large transactions, written in key order, write each page about once
+// per transaction instead of once per put.
+var rebuildBytes = 256 << 20
+
+// writeSorted commits a rebuild's puts in bucket and key order (a
+// rebuild only puts, and a key put twice keeps its last value: the sort
+// is stable).
+func writeSorted(store *ledger.Store, ws []ledger.ReadModelWrite) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ws, func(a, b ledger.ReadModelWrite) int {
+		if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Key, b.Key)
+	})
+	return store.WriteReadModel(ws)
+}
+
+// commitReadModel writes the meta record of a rebuilt read model (its
+// head, settled counts and version): from then on it is current.
+func commitReadModel(store *ledger.Store, st *projections.State) error {
+	return store.WriteReadModel(st.ReadModelMeta())
 }
 
 // slicedLog is the store read in slices of every events, each in its own

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"taskledger/commands"
 	"taskledger/ledger"
@@ -312,5 +315,62 @@ func TestStartKeepsTheBlobsOfSettledTasks(t *testing.T) {
 	got := m.Do("GET", "/api/v1/admin/tasks/"+run.TaskID+"/evidence/"+nodetest.Str(ev, "evidence_id"), m.AdminToken, nil, nil)
 	if got.Status != 200 || !bytes.Equal(got.Body, shot) {
 		t.Fatalf("evidence of a settled task: %d", got.Status)
+	}
+}
+
+// A start with no snapshot to load rebuilds a read model that is not the
+// log's in its one replay of the whole log, but makes it current (its
+// meta record) only once the start's checks of the log passed: a start
+// refused after that replay (here the log ends before the head of the
+// last commit) leaves no read model that a later start would keep.
+func TestWholeLogStartMakesTheReadModelCurrentOnlyAfterItsChecks(t *testing.T) {
+	hour := nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour })
+	n := nodetest.Start(t, hour)
+	a := n.CreateTask(nil)
+	nodetest.Must(t, n.Cancel(a), 200)
+	n.Advance(2 * time.Hour)
+	n.CreateTask(nil)
+	n.Close()
+	older, err := os.ReadFile(filepath.Join(n.Dir, ledger.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = n.Restart(hour)
+	n.CreateTask(nil)
+	n.Close()
+	if err := os.WriteFile(filepath.Join(n.Dir, ledger.FileName), older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(n.Dir, "snapshots")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := commands.DefaultConfig()
+	cfg.IdempotencyRetention = 20 * time.Minute // another read model than the one on disk
+	nd, err := node.Open(node.Config{DataDir: n.Dir, Manual: true, Commands: cfg, Logger: zerolog.Nop()})
+	if err == nil {
+		nd.Close()
+		t.Fatal("a log that ends before its last commit was served")
+	}
+	if !errors.Is(err, node.ErrLogBehindHead) {
+		t.Fatalf("refusal %v, want the log behind its head", err)
+	}
+	store, err := ledger.Open(n.Dir, ledger.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	head, err := store.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmHead, _ := store.ReadModelGet(projections.RMMeta, projections.RMHeadKey())
+	version, _ := store.ReadModelGet(projections.RMMeta, projections.RMVersionKey())
+	pcfg := projections.Config{IdempotencyRetentionMs: cfg.IdempotencyRetention.Milliseconds()}
+	if projections.ReadModelCurrentAt(pcfg, head.Seq, rmHead, version) || rmHead != nil || version != nil {
+		t.Fatalf("a start refused after its replay left a meta record (head %x, version %x)", rmHead, version)
+	}
+	// The replay wrote the documents: the task settled under 20m is there.
+	if got := readModelTasks(t, store); got[a] == nil {
+		t.Fatalf("the refused start's replay wrote %d tasks", len(got))
 	}
 }

@@ -99,7 +99,7 @@ func Verify(store *ledger.Store, cfg projections.Config, secret []byte) (*Verify
 			return compareTomb(t)
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, &Violation{Err: fmt.Errorf("second replay: %w", err)}
 	}

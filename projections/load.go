@@ -45,7 +45,7 @@ func (s *State) Replay(src Source, progress func(seq uint64)) error {
 // records. Tasks that settle on the way are dropped (the read model on
 // disk holds them).
 func Rebuild(src Source, cfg Config) (*State, error) {
-	return RebuildSettling(src, cfg, func(*Task) error { return nil }, func(string) error { return nil })
+	return RebuildSettling(src, cfg, func(*Task) error { return nil }, func(string) error { return nil }, nil)
 }
 
 // RebuildSettling replays the whole log like Rebuild, handing every task
@@ -54,7 +54,8 @@ func Rebuild(src Source, cfg Config) (*State, error) {
 // them, verify compares them): the replay holds only what is live at each
 // point. The first error ends it. Rebuild drops them: the read model on
 // disk has them.
-func RebuildSettling(src Source, cfg Config, onSettle func(*Task) error, onTomb func(t string) error) (*State, error) {
+// progress, if set, is called after every event.
+func RebuildSettling(src Source, cfg Config, onSettle func(*Task) error, onTomb func(t string) error, progress func(seq uint64)) (*State, error) {
 	s := New(cfg)
 	s.onSettle = onSettle
 	if !cfg.KeepSettled { // else nothing is on disk: the projections keep them
@@ -71,7 +72,7 @@ func RebuildSettling(src Source, cfg Config, onSettle func(*Task) error, onTomb 
 			s.Idem.Records = make(map[string]*IdemRecord, min(head.Seq, presizeRecords))
 		}
 	}
-	if err := s.Replay(src, nil); err != nil {
+	if err := s.Replay(src, progress); err != nil {
 		return nil, err
 	}
 	if s.settleErr != nil {

@@ -249,11 +249,13 @@ func (s *State) DiscardSettled() {
 // rmVersion is what a read model must have been written with to be kept:
 // its layout, the projections' schema and the retention that settles
 // tasks.
-func (s *State) rmVersion() []byte {
+func (s *State) rmVersion() []byte { return rmVersion(s.cfg) }
+
+func rmVersion(cfg Config) []byte {
 	v := make([]byte, 24)
 	binary.BigEndian.PutUint64(v, ReadModelVersion)
 	binary.BigEndian.PutUint64(v[8:], SchemaVersion)
-	binary.BigEndian.PutUint64(v[16:], uint64(s.cfg.IdempotencyRetentionMs))
+	binary.BigEndian.PutUint64(v[16:], uint64(cfg.IdempotencyRetentionMs))
 	return v
 }
 
@@ -261,7 +263,14 @@ func (s *State) rmVersion() []byte {
 // head and version (nil when absent) is the one of these projections: same
 // version, schema and retention, written up to the same head.
 func (s *State) ReadModelCurrent(head, version []byte) bool {
-	return bytes.Equal(version, s.rmVersion()) && bytes.Equal(head, u64key(s.Head.Seq))
+	return ReadModelCurrentAt(s.cfg, s.Head.Seq, head, version)
+}
+
+// ReadModelCurrentAt reports whether a read model whose meta bucket holds
+// head and version is the one of projections derived with cfg up to seq
+// (a start that must replay the whole log asks before it replays).
+func ReadModelCurrentAt(cfg Config, seq uint64, head, version []byte) bool {
+	return bytes.Equal(version, rmVersion(cfg)) && bytes.Equal(head, u64key(seq))
 }
 
 func rmHeadWrite(seq uint64) ledger.ReadModelWrite {

@@ -54,7 +54,7 @@ func TestReadModelWritesDoNotDependOnBatching(t *testing.T) {
 		w := projections.TombWrite(tomb)
 		want[w.Bucket+"\x00"+string(w.Key)] = string(w.Value)
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
