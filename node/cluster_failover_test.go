@@ -12,8 +12,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"taskledger/events"
-	"taskledger/ledger"
 	"taskledger/ledger/jetstream/jstest"
 	"taskledger/node"
 	"taskledger/node/nodetest"
@@ -197,46 +195,6 @@ func (l *loadRun) operator(t *testing.T, admin string, wg *sync.WaitGroup) {
 	}
 }
 
-// foldOwners checks, over the stream's events, that a task is claimed
-// only while nobody holds it and a device claims only while it holds no
-// task (claims end by completion, failure, release, cancel or recovery;
-// no lease expires in this test: the claim lease is ten minutes).
-func foldOwners(t *testing.T, log ledger.Backend) (claims int) {
-	t.Helper()
-	owner := map[string]string{} // task → device
-	open := map[string]string{}  // device → task
-	err := log.Range(0, func(e *ledger.Event) error {
-		task, isTask := strings.CutPrefix(e.Stream, "task/")
-		if !isTask {
-			return nil
-		}
-		switch e.Type {
-		case events.EvTaskClaimed:
-			b, err := events.DecodeBody(e.Type, e.Schema, e.Body)
-			if err != nil {
-				return err
-			}
-			dev := b.(*events.TaskClaimed).DeviceID
-			if o := owner[task]; o != "" {
-				t.Errorf("seq %d: task %s claimed by %s while %s holds it", e.Seq, task, dev, o)
-			}
-			if o := open[dev]; o != "" {
-				t.Errorf("seq %d: device %s claims %s while it holds %s", e.Seq, dev, task, o)
-			}
-			owner[task], open[dev] = dev, task
-			claims++
-		case events.EvTaskCompleted, events.EvTaskFailed, events.EvTaskReleased, events.EvTaskCanceled, events.EvTaskRecovered:
-			delete(open, owner[task])
-			delete(owner, task)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return claims
-}
-
 // streamLeader is the server leading the stream's Raft group.
 func streamLeader(servers []*server.Server, stream string) int {
 	for i, s := range servers {
@@ -340,7 +298,7 @@ func TestFailoverUnderLoadLosesNothing(t *testing.T) {
 			t.Errorf("acknowledged %s %s is not in the stream", a.op, a.key)
 		}
 	}
-	claims := foldOwners(t, survivor.Log)
+	claims := nodetest.CheckOwners(t, survivor.Log, nil)
 	rep := verifyStream(t, jstest.URLs([]*server.Server{servers[(leader+1)%3], servers[(leader+2)%3]}), name)
 	raw, _ := json.Marshal(map[string]any{"acks": len(l.acks), "lost": lostAcks, "claims": claims, "events": rep.Events})
 	t.Logf("result: %s", raw)

@@ -70,7 +70,8 @@ func TestPackageBoundaries(t *testing.T) {
 		"net/http":                   {"api/", "bench/", "client/", "cmd/", "node/", "internal/oapiclient/"},
 		"github.com/nats-io/nats.go": {"ledger/jetstream/"},
 		// The embedded NATS server runs in tests only: jstest is the test
-		// helper that starts it (imported by _test files only, checked by
+		// helper that starts it (imported by _test files and the test
+		// helper node/nodetest/proc only, checked by
 		// TestBinaryDoesNotLinkNATSServer).
 		"github.com/nats-io/nats-server/v2": {"ledger/jetstream/jstest/"},
 	}

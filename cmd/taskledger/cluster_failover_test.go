@@ -15,10 +15,10 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/google/uuid"
 
-	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/ledger/jetstream"
 	"taskledger/ledger/jetstream/jstest"
+	"taskledger/node/nodetest"
 	"taskledger/node/nodetest/proc"
 )
 
@@ -346,41 +346,12 @@ func (l *clusterLoad) checkStream(t *testing.T, bin, natsURL string) (evs, claim
 	}
 	defer log.Close()
 	keys := map[string]bool{}
-	owner := map[string]string{} // task → device
-	open := map[string]string{}  // device → task
-	err = log.Range(0, func(e *ledger.Event) error {
+	claims = nodetest.CheckOwners(t, log, func(e *ledger.Event) {
 		evs++
 		if e.Idem != nil {
 			keys[e.Idem.Key] = true
 		}
-		task, isTask := strings.CutPrefix(e.Stream, "task/")
-		if !isTask {
-			return nil
-		}
-		switch e.Type {
-		case events.EvTaskClaimed:
-			b, err := events.DecodeBody(e.Type, e.Schema, e.Body)
-			if err != nil {
-				return err
-			}
-			dev := b.(*events.TaskClaimed).DeviceID
-			if o := owner[task]; o != "" {
-				t.Errorf("seq %d: task %s claimed by %s while %s holds it", e.Seq, task, dev, o)
-			}
-			if o := open[dev]; o != "" {
-				t.Errorf("seq %d: device %s claims %s while it holds %s", e.Seq, dev, task, o)
-			}
-			owner[task], open[dev] = dev, task
-			claims++
-		case events.EvTaskCompleted, events.EvTaskFailed, events.EvTaskReleased, events.EvTaskCanceled, events.EvTaskRecovered:
-			delete(open, owner[task])
-			delete(owner, task)
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, a := range l.acks {

@@ -6,10 +6,13 @@ package main
 // with one stable line naming it and the command's help, changing nothing.
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"taskledger/node/nodetest/proc"
 )
@@ -69,7 +72,6 @@ func TestCommandLineMistakesExitTwoAndChangeNothing(t *testing.T) {
 		{[]string{"bogus"}, "taskledger: unknown command \"bogus\" for \"taskledger\"\n"},
 		{[]string{"snapshot", "bogus", "--data", dir},
 			"taskledger: unknown command \"bogus\" for \"taskledger snapshot\": use one of create, list (see `taskledger snapshot --help`)\n"},
-		{[]string{"agent"}, "taskledger: taskledger agent needs a command: enroll, resolve, run, status (see `taskledger agent --help`)\n"},
 		{[]string{"task", "show"}, "taskledger: accepts 1 arg(s), received 0\n"},
 		{[]string{"verify", "--data", dir, "--key", "x"}, "taskledger: --key, --token-file and --ca-file go with --server\n"},
 		{[]string{"verify", "--ledger", "nats://127.0.0.1:1", "--server", "http://127.0.0.1:1"}, "taskledger: --ledger and --server exclude each other\n"},
@@ -88,6 +90,48 @@ func TestCommandLineMistakesExitTwoAndChangeNothing(t *testing.T) {
 	}
 	if r := proc.CLI(t, "verify", "-data", dir); r.Code != 0 {
 		t.Fatalf("the ledger after the refused command lines: exit %d %s", r.Code, r.Stderr)
+	}
+}
+
+// A command group given without its command exits 2 with one line that
+// names the program once (Execute's prefix), then the group and its
+// commands. Every group of the tree is in the table, so a new group comes
+// with its line.
+func TestGroupWithoutACommandNamesTheProgramOnce(t *testing.T) {
+	want := map[string]string{
+		"admin-token":    "taskledger: admin-token needs a command: create, list, revoke (see `taskledger admin-token --help`)\n",
+		"agent":          "taskledger: agent needs a command: enroll, resolve, run, status (see `taskledger agent --help`)\n",
+		"checkpoint-key": "taskledger: checkpoint-key needs a command: create, export (see `taskledger checkpoint-key --help`)\n",
+		"device":         "taskledger: device needs a command: list, register, revoke, show (see `taskledger device --help`)\n",
+		"projections":    "taskledger: projections needs a command: rebuild (see `taskledger projections --help`)\n",
+		"snapshot":       "taskledger: snapshot needs a command: create, list (see `taskledger snapshot --help`)\n",
+		"task": "taskledger: task needs a command: amend, authorize, cancel, create, history, list, recover, " +
+			"revoke-authorization, show (see `taskledger task --help`)\n",
+	}
+	groups := map[string]bool{} // the path below taskledger
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && c.HasParent() {
+			groups[strings.TrimPrefix(c.CommandPath(), "taskledger ")] = true
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
+	for g := range groups {
+		if _, ok := want[g]; !ok {
+			t.Errorf("group %s has no line in the table", g)
+		}
+	}
+	for g, line := range want {
+		if !groups[g] {
+			t.Errorf("%s is not a command group", g)
+		}
+		r := proc.CLI(t, strings.Fields(g)...)
+		if r.Code != 2 || r.Stdout != "" || r.Stderr != line {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 and %q", g, r.Code, r.Stdout, r.Stderr, line)
+		}
 	}
 }
 

@@ -61,7 +61,9 @@ func Prepare(root *cobra.Command) {
 					}
 				}
 				if len(args) == 0 {
-					return Usagef("%s needs a command: %s (see `%s --help`)", c.CommandPath(), strings.Join(names, ", "), c.CommandPath())
+					// The path below root: Execute's prefix names the program.
+					name := strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
+					return Usagef("%s needs a command: %s (see `%s --help`)", name, strings.Join(names, ", "), c.CommandPath())
 				}
 				return Usagef("unknown command %q for %q: use one of %s (see `%s --help`)", args[0], c.CommandPath(),
 					strings.Join(names, ", "), c.CommandPath())

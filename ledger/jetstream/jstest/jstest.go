@@ -1,8 +1,9 @@
 // Package jstest starts embedded NATS JetStream servers for tests: one
 // server, or a three-node cluster routed on loopback, each with its store
 // in a temporary directory and shut down at cleanup. It is imported by
-// tests only (TestPackageBoundaries keeps the embedded server out of the
-// binary: no non-test package outside this one imports it).
+// tests and by the test helper node/nodetest/proc only
+// (TestPackageBoundaries keeps the embedded server's own import inside this
+// package; TestBinaryDoesNotLinkNATSServer keeps both out of the binary).
 package jstest
 
 import (

@@ -2,7 +2,6 @@ package proc
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"taskledger/ledger/jetstream/jstest"
 )
 
 // Real nats-server processes: the server of the module's own dependency
@@ -81,7 +82,7 @@ func (s *NATS) Kill(t testing.TB) {
 func NATSCluster(t testing.TB, n int) []*NATS {
 	t.Helper()
 	bin := NATSServer(t)
-	ports := freePorts(t, 2*n)
+	ports := jstest.FreePorts(t, 2*n)
 	var routes []string
 	for i := 0; i < n; i++ {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
@@ -110,24 +111,4 @@ func NATSURLs(servers []*NATS) string {
 		us = append(us, s.URL())
 	}
 	return strings.Join(us, ",")
-}
-
-// freePorts returns n distinct free loopback ports (held open together
-// while chosen).
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
 }
