@@ -53,6 +53,12 @@ func contentState(t testing.TB) *State {
 		case 2:
 			r.Reply = nil
 			r.Fingerprint = []byte{}
+		case 3: // ids as a node writes them: UUIDs, and one nearly so
+			r.Key, r.TaskID = "0b8d3f5e-2c1a-4e6b-9f00-1a2b3c4d5e6f", "c3ad6e54-c56b-4016-8000-00000002d9c7"
+			r.Reply.TaskID = "c3ad6e54-c56b-4016-8000-00000002d9c8"
+			r.Reply.ExecutionID, r.Reply.SessionID = "ffffffff-ffff-4fff-bfff-ffffffffffff", "00000000-0000-0000-0000-000000000000"
+			r.Reply.AuthorizationID, r.Reply.Nonce = "C3AD6E54-C56B-4016-8000-00000002D9C7", "c3ad6e54-c56b-4016-8000-00000002d9c"
+			r.Reply.Evidence.ID, r.Reply.Evidence.ExecutionID = "c3ad6e54-c56b-4016-8000-0000000000aa", "c3ad6e54xc56b-4016-8000-0000000000aa"
 		}
 		id := IdemID(r.Scope, r.Key)
 		s.Idem.Records[id] = r

@@ -282,3 +282,88 @@ func yieldEvery(i int) {
 		runtime.Gosched()
 	}
 }
+
+// ustr writes a string that is usually a UUID (task, execution, session
+// and authorization ids): a canonical UUID (lowercase, hyphenated, as
+// uuid.String writes it) as 0 and its 16 bytes, any other string as its
+// length + 1 and its bytes. Decoding gives back the same string either way.
+func (e *encBuf) ustr(s string) {
+	if u, ok := uuidBytes(s); ok {
+		e.uv(0)
+		e.b = append(e.b, u[:]...)
+		return
+	}
+	e.uv(uint64(len(s)) + 1)
+	e.b = append(e.b, s...)
+}
+
+// ustr reads a string written by encBuf.ustr. A UUID is a new string (the
+// only strings decoding allocates); skipUstr passes over one instead.
+func (d *decBuf) ustr() string {
+	n := d.uv()
+	if n > 0 {
+		return d.raw(int(min(n-1, uint64(len(d.s)+1))))
+	}
+	u := d.raw(16)
+	if d.err != nil {
+		return ""
+	}
+	return uuidString(u)
+}
+
+func (d *decBuf) skipUstr() {
+	if n := d.uv(); n > 0 {
+		d.raw(int(min(n-1, uint64(len(d.s)+1))))
+	} else {
+		d.raw(16)
+	}
+}
+
+// uuidBytes returns the 16 bytes of s when s is a canonical UUID: 36
+// characters, hyphens at 8, 13, 18 and 23, lowercase hex digits elsewhere
+// (so that uuidString gives s back exactly).
+func uuidBytes(s string) (u [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	j := 0
+	for i := 0; i < 36; i += 2 {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++ // the hyphen; the next pair starts after it
+		}
+		hi, ok1 := lowerHex(s[i])
+		lo, ok2 := lowerHex(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u[j] = hi<<4 | lo
+		j++
+	}
+	return u, true
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+// uuidString writes 16 bytes as a canonical UUID.
+func uuidString(u string) string {
+	const hexDigits = "0123456789abcdef"
+	var b [36]byte
+	j := 0
+	for i := range 16 {
+		if j == 8 || j == 13 || j == 18 || j == 23 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[u[i]>>4], hexDigits[u[i]&15]
+		j += 2
+	}
+	return string(b[:])
+}

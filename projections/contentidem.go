@@ -3,25 +3,31 @@ package projections
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // The idem section of the content (content.go):
 //
 //	table    count, then the strings records refer to by index
 //	records  count, then every record not expired, by id (strictly
-//	         ascending), each its length and its fields: scope length,
-//	         id (scope + "\x00" + key), at, seq, fingerprint, event type*,
-//	         status, code*, task id, device id*, a reply flag and the
-//	         reply (flags, task id when not the record's, state*, version,
-//	         generation, execution id, server time, lease, step*, session
-//	         id, token origin*, nonce, authorization id and expiry, the
-//	         evidence when flagged)
+//	         ascending; the id is scope + "\x00" + key), each its length
+//	         and its fields: scope*, key, at, seq, fingerprint, event
+//	         type*, status, code*, task id+, device id*, a reply flag and
+//	         the reply (flags, task id+ when not the record's, state*,
+//	         version, generation, execution id+, server time, lease,
+//	         step*, session id+, token origin*, nonce+, authorization id+
+//	         and expiry, the evidence when flagged: id+, execution id+,
+//	         sha256, size, kind*, captured)
 //	order    count, then the expiry order (records by time): per entry the
 //	         record's index + 1, or 0 and an id without a record
 //
-// (* a table index.) Records are self-contained and sorted by id, so a
-// loaded section stays as it is and a record is found by binary search
-// and decoded when looked up (idemloaded.go).
+// (* a table index; + encBuf.ustr: a canonical UUID in its 16 bytes.)
+// Records are self-contained and sorted by id, so a loaded section stays
+// as it is and a record is found by binary search and decoded when looked
+// up (idemloaded.go). Version 6 wrote the scope's length and the whole id
+// in place of scope and key, and every + field as a plain string: about
+// 215 bytes a record where version 7 takes about 110 (a device's scope,
+// "device:<id>:<operation>", repeats in every record of its kind).
 
 // Reply flags.
 const (
@@ -54,11 +60,13 @@ func (e *tabEnc) t(s string) {
 func encodeIdem(c *idemCapture) ([]byte, error) {
 	live := c.liveGroups()
 	l := c.loaded
-	var nLoaded int
+	var nLoaded, loadedSize int
 	if l != nil {
-		nLoaded = len(l.off)
+		nLoaded, loadedSize = len(l.off), len(l.sec)
 	}
-	rec := newEncBuf(len(c.order)*160 + nLoaded*160)
+	// Sized for a node's records (about 135 bytes each, and the loaded
+	// ones as they were) so that the buffer is not copied as it grows.
+	rec := newEncBuf(len(c.order)*160 + loadedSize)
 	one := &tabEnc{encBuf: newEncBuf(512), idx: map[string]uint64{}} // one record at a time
 	newIdx := make([]int32, nLoaded)
 	n := 0
@@ -82,7 +90,7 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 			newIdx[i] = -1
 			continue
 		}
-		id, _ := l.id(i)
+		id := l.id(i)
 		for j < len(live) && live[j].id < id {
 			putLive(&live[j])
 			j++
@@ -163,15 +171,15 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
 		return
 	}
-	e.uv(uint64(len(r.Scope)))
-	e.str(id)
+	e.t(r.Scope)
+	e.str(r.Key)
 	e.sv(r.At)
 	e.uv(r.Seq)
 	e.bytes(r.Fingerprint)
 	e.t(r.EventType)
 	e.uv(uint64(r.Outcome))
 	e.t(r.Code)
-	e.str(r.TaskID)
+	e.ustr(r.TaskID)
 	e.t(r.DeviceID)
 	p := r.Reply
 	e.flag(p != nil)
@@ -190,23 +198,23 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 	}
 	e.uv(f)
 	if f&rfOtherTask != 0 {
-		e.str(p.TaskID)
+		e.ustr(p.TaskID)
 	}
 	e.t(p.State)
 	e.uv(p.Version)
 	e.uv(p.Generation)
-	e.str(p.ExecutionID)
+	e.ustr(p.ExecutionID)
 	e.tm(r.At, p.ServerTime)
 	e.tm(p.ServerTime, p.LeaseExpiresAt)
 	e.t(p.Step)
-	e.str(p.SessionID)
+	e.ustr(p.SessionID)
 	e.t(p.TokenOrigin)
-	e.str(p.Nonce)
-	e.str(p.AuthorizationID)
+	e.ustr(p.Nonce)
+	e.ustr(p.AuthorizationID)
 	e.tm(p.ServerTime, p.AuthorizationExpiresAt)
 	if v := p.Evidence; v != nil {
-		e.str(v.ID)
-		e.str(v.ExecutionID)
+		e.ustr(v.ID)
+		e.ustr(v.ExecutionID)
 		e.str(v.SHA256)
 		e.sv(v.Size)
 		e.t(v.Kind)
@@ -229,16 +237,20 @@ func (d *decBuf) tabStr() string {
 	return d.tab[i]
 }
 
-// idemRecordDec decodes one record into its fields: check validates one
-// without allocating, read returns a new record.
+// idemRecordDec decodes one record into its fields. v6 reads the layout
+// of content version 6 (the id whole, the UUIDs as text), which a
+// snapshot written before version 7 holds; lazy checks a record without
+// building its UUIDs (the only strings decoding allocates).
 type idemRecordDec struct {
-	r  IdemRecord
-	p  Reply
-	ev Evidence
+	r    IdemRecord
+	p    Reply
+	ev   Evidence
+	v6   bool
+	lazy bool
 }
 
 func (x *idemRecordDec) read(d *decBuf) *IdemRecord {
-	_, fp := x.decode(d)
+	_, _, fp := x.decode(d)
 	r := x.r
 	if fp != "" || x.r.Fingerprint != nil {
 		r.Fingerprint = []byte(fp)
@@ -254,18 +266,44 @@ func (x *idemRecordDec) read(d *decBuf) *IdemRecord {
 	return &r
 }
 
-// decode reads a record into x and returns its id and its fingerprint's
-// bytes (x.r.Fingerprint only tells nil from not).
-func (x *idemRecordDec) decode(d *decBuf) (id, fp string) {
-	*x = idemRecordDec{}
-	r := &x.r
+// uid reads a string that version 7 writes with encBuf.ustr.
+func (x *idemRecordDec) uid(d *decBuf) string {
+	switch {
+	case x.v6:
+		return d.str()
+	case x.lazy:
+		d.skipUstr()
+		return ""
+	}
+	return d.ustr()
+}
+
+// scopeKey reads a record's scope and key: version 7 writes the scope as
+// a table index and the key as a string, version 6 the id (scope + "\x00"
+// + key) after the scope's length.
+func scopeKey(d *decBuf, v6 bool) (scope, key string) {
+	if !v6 {
+		return d.tabStr(), d.str()
+	}
 	ls := d.uv()
-	id = d.str()
+	id := d.str()
 	if ls >= uint64(len(id)) || id[ls] != 0 {
 		d.fail("idempotency record id")
 		return "", ""
 	}
-	r.Scope, r.Key = id[:ls], id[ls+1:]
+	return id[:ls], id[ls+1:]
+}
+
+// decode reads a record into x and returns its scope, its key and its
+// fingerprint's bytes (x.r.Fingerprint only tells nil from not).
+func (x *idemRecordDec) decode(d *decBuf) (scope, key, fp string) {
+	*x = idemRecordDec{v6: x.v6, lazy: x.lazy}
+	r := &x.r
+	scope, key = scopeKey(d, x.v6)
+	if d.err != nil {
+		return "", "", ""
+	}
+	r.Scope, r.Key = scope, key
 	r.At = d.sv()
 	r.Seq = d.uv()
 	if n := d.uv(); n > 0 {
@@ -275,10 +313,10 @@ func (x *idemRecordDec) decode(d *decBuf) (id, fp string) {
 	r.EventType = d.tabStr()
 	r.Outcome = Outcome(d.uv())
 	r.Code = d.tabStr()
-	r.TaskID = d.str()
+	r.TaskID = x.uid(d)
 	r.DeviceID = d.tabStr()
 	if !d.flag() {
-		return id, fp
+		return scope, key, fp
 	}
 	p := &x.p
 	f := d.uv()
@@ -287,25 +325,25 @@ func (x *idemRecordDec) decode(d *decBuf) (id, fp string) {
 	}
 	p.TaskID = r.TaskID
 	if f&rfOtherTask != 0 {
-		p.TaskID = d.str()
+		p.TaskID = x.uid(d)
 	}
 	p.CancelRequested = f&rfCancelRequested != 0
 	p.State = d.tabStr()
 	p.Version = d.uv()
 	p.Generation = d.uv()
-	p.ExecutionID = d.str()
+	p.ExecutionID = x.uid(d)
 	p.ServerTime = d.tm(r.At)
 	p.LeaseExpiresAt = d.tm(p.ServerTime)
 	p.Step = d.tabStr()
-	p.SessionID = d.str()
+	p.SessionID = x.uid(d)
 	p.TokenOrigin = d.tabStr()
-	p.Nonce = d.str()
-	p.AuthorizationID = d.str()
+	p.Nonce = x.uid(d)
+	p.AuthorizationID = x.uid(d)
 	p.AuthorizationExpiresAt = d.tm(p.ServerTime)
 	if f&rfEvidence != 0 {
 		v := &x.ev
-		v.ID = d.str()
-		v.ExecutionID = d.str()
+		v.ID = x.uid(d)
+		v.ExecutionID = x.uid(d)
 		v.SHA256 = d.str()
 		v.Size = d.sv()
 		v.Kind = d.tabStr()
@@ -313,14 +351,52 @@ func (x *idemRecordDec) decode(d *decBuf) (id, fp string) {
 		p.Evidence = v
 	}
 	r.Reply = p
-	return id, fp
+	return scope, key, fp
+}
+
+// cmpIdemID compares id with IdemID(scope, key) without building the
+// latter.
+func cmpIdemID(id, scope, key string) int {
+	n := min(len(id), len(scope))
+	if c := strings.Compare(id[:n], scope[:n]); c != 0 {
+		return c
+	}
+	switch {
+	case len(id) == n: // a prefix of scope: shorter than the other id
+		return -1
+	case id[n] != 0: // after scope the other id goes on with "\x00"
+		return 1
+	}
+	return strings.Compare(id[n+1:], key)
+}
+
+// cmpIdemIDs compares IdemID(s1, k1) with IdemID(s2, k2) without building
+// either.
+func cmpIdemIDs(s1, k1, s2, k2 string) int {
+	n := min(len(s1), len(s2))
+	if c := strings.Compare(s1[:n], s2[:n]); c != 0 {
+		return c
+	}
+	switch {
+	case len(s1) == len(s2):
+		return strings.Compare(k1, k2)
+	case len(s1) < len(s2): // "\x00" + k1 against s2[n:] + "\x00" + k2
+		if s2[n] != 0 {
+			return -1
+		}
+		return cmpIdemID(k1, s2[n+1:], k2)
+	}
+	if s1[n] != 0 { // s1[n:] + "\x00" + k1 against "\x00" + k2
+		return 1
+	}
+	return -cmpIdemID(k2, s1[n+1:], k1)
 }
 
 // decode loads an idem section: the table and the order are read, every
 // record is checked (so a later lookup cannot fail) but left encoded.
-func (v *IdemView) decode(sec string) error {
+func (v *IdemView) decode(sec string, v6 bool) error {
 	d := &decBuf{s: sec}
-	l := &loadedRecords{sec: sec}
+	l := &loadedRecords{sec: sec, v6: v6}
 	l.tab = make([]string, d.n())
 	for i := range l.tab {
 		l.tab[i] = d.str()
@@ -332,23 +408,23 @@ func (v *IdemView) decode(sec string) error {
 		return d.err
 	}
 	l.off = make([]int, n)
-	var x idemRecordDec
-	prev := ""
+	x := idemRecordDec{v6: v6, lazy: true}
+	var prevScope, prevKey string
 	for i := range l.off {
 		l.off[i] = d.p
 		size := d.n()
 		end := d.p + size
-		id, _ := x.decode(d)
+		scope, key, _ := x.decode(d)
 		if d.err == nil && d.p != end {
 			d.fail("idempotency record length")
 		}
-		if d.err == nil && i > 0 && id <= prev {
+		if d.err == nil && i > 0 && cmpIdemIDs(scope, key, prevScope, prevKey) <= 0 {
 			d.fail("idempotency records out of order")
 		}
 		if d.err != nil {
 			return d.err
 		}
-		prev = id
+		prevScope, prevKey = scope, key
 	}
 	no := d.n()
 	if no >= math.MaxInt32 {

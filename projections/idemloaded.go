@@ -8,6 +8,7 @@ package projections
 // owning IdemView's next (expiry only ever pops the front of the order).
 type loadedRecords struct {
 	sec   string   // the idem section
+	v6    bool     // in content version 6's layout (idemRecordDec)
 	tab   []string // its interned strings
 	off   []int    // where record i starts; records sorted by id
 	order []int32  // the expiry order: record index, or -1-k for bare[k]
@@ -25,24 +26,26 @@ func (l *loadedRecords) reader(i int) *decBuf {
 	return d
 }
 
-// id returns record i's id and the length of its scope.
-func (l *loadedRecords) id(i int) (string, int) {
+// id returns record i's id.
+func (l *loadedRecords) id(i int) string {
 	d := l.reader(i)
-	ls := d.uv()
-	return d.str(), int(ls)
+	if l.v6 { // the id whole: a substring of the section
+		d.uv()
+		return d.str()
+	}
+	return IdemID(d.tabStr(), d.str())
 }
 
 // at returns record i's time.
 func (l *loadedRecords) at(i int) int64 {
 	d := l.reader(i)
-	d.uv()
-	d.str()
+	scopeKey(d, l.v6)
 	return d.sv()
 }
 
 // record decodes record i (checked when the section was loaded).
 func (l *loadedRecords) record(i int) *IdemRecord {
-	var dst idemRecordDec
+	dst := idemRecordDec{v6: l.v6}
 	return dst.read(l.reader(i))
 }
 
@@ -51,14 +54,14 @@ func (l *loadedRecords) find(id string) int {
 	i, j := 0, len(l.off)
 	for i < j {
 		h := int(uint(i+j) >> 1)
-		if x, _ := l.id(h); x < id {
+		if scope, key := scopeKey(l.reader(h), l.v6); cmpIdemID(id, scope, key) > 0 {
 			i = h + 1
 		} else {
 			j = h
 		}
 	}
 	if i < len(l.off) {
-		if x, _ := l.id(i); x == id {
+		if scope, key := scopeKey(l.reader(i), l.v6); cmpIdemID(id, scope, key) == 0 {
 			return i
 		}
 	}
@@ -72,8 +75,7 @@ func (l *loadedRecords) entry(p int) (string, int) {
 	if e < 0 {
 		return l.bare[-1-e], -1
 	}
-	id, _ := l.id(int(e))
-	return id, int(e)
+	return l.id(int(e)), int(e)
 }
 
 // loadedRecord returns the loaded record with this id that has not
@@ -120,8 +122,7 @@ func (v *IdemView) allRecords() map[string]*IdemRecord {
 	if l := v.loaded; l != nil {
 		for i := range l.off {
 			if int(l.first[i]) >= v.next {
-				id, _ := l.id(i)
-				m[id] = l.record(i)
+				m[l.id(i)] = l.record(i)
 			}
 		}
 	}
