@@ -78,6 +78,10 @@ type HistoryPoint struct {
 	// it); PageTasks the tasks the smallest page held.
 	PageP50, PageP99 time.Duration
 	PageTasks        int
+	// ProvenanceP50, ProvenanceP99: GET /api/v1/admin/tasks/{id}/provenance
+	// of the first task of each of those pages (finished tasks spread over
+	// the history).
+	ProvenanceP50, ProvenanceP99 time.Duration
 }
 
 // HistoryReport is the run's figures.
@@ -229,16 +233,42 @@ func timeList(h http.Handler, gen *History, requests int, p *HistoryPoint) error
 		return fmt.Sprintf("/api/v1/admin/tasks?state=SUCCEEDED&cursor=%d&limit=%d", cursor, HistoryListLimit)
 	}
 	var err error
-	if p.ListP50, p.ListP99, p.ListTasks, err = timeRequests(h, gen.AdminToken, requests, byDevice); err != nil {
+	if p.ListP50, p.ListP99, p.ListTasks, err = timeRequests(h, gen.AdminToken, requests, byDevice, nil); err != nil {
 		return err
 	}
-	p.PageP50, p.PageP99, p.PageTasks, err = timeRequests(h, gen.AdminToken, requests, deep)
+	var ids []string
+	p.PageP50, p.PageP99, p.PageTasks, err = timeRequests(h, gen.AdminToken, requests, deep, func(body []byte) {
+		if id := firstTaskID(body); id != "" {
+			ids = append(ids, id)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("bench: no page of finished tasks held a task")
+	}
+	provenance := func(i int) string { return "/api/v1/admin/tasks/" + ids[i%len(ids)] + "/provenance" }
+	p.ProvenanceP50, p.ProvenanceP99, _, err = timeRequests(h, gen.AdminToken, len(ids), provenance, nil)
 	return err
 }
 
+// firstTaskID is the id of a list page's first task ("" if none).
+func firstTaskID(body []byte) string {
+	var doc struct {
+		Tasks []struct {
+			ID string `json:"id"`
+		} `json:"tasks"`
+	}
+	if json.Unmarshal(body, &doc) != nil || len(doc.Tasks) == 0 {
+		return ""
+	}
+	return doc.Tasks[0].ID
+}
+
 // timeRequests times GET path(i) for i in [0, n): p50, p99, and the
-// fewest tasks a page held.
-func timeRequests(h http.Handler, token string, n int, path func(i int) string) (p50, p99 time.Duration, fewest int, err error) {
+// fewest tasks a page held; seen (nil: none) gets each answer's body.
+func timeRequests(h http.Handler, token string, n int, path func(i int) string, seen func(body []byte)) (p50, p99 time.Duration, fewest int, err error) {
 	lat := make([]time.Duration, 0, n)
 	fewest = -1
 	for i := range n {
@@ -250,6 +280,9 @@ func timeRequests(h http.Handler, token string, n int, path func(i int) string) 
 		lat = append(lat, time.Since(t0))
 		if w.status != http.StatusOK {
 			return 0, 0, 0, fmt.Errorf("bench: GET %s answered %d: %.200s", path(i), w.status, w.body)
+		}
+		if seen != nil {
+			seen(w.body)
 		}
 		if c := countTasks(w.body); fewest < 0 || c < fewest {
 			fewest = c
@@ -365,6 +398,8 @@ func (p *HistoryPoint) lines() []string {
 			name, HistoryListLimit, ms(p.PageP50), ms(p.PageP99), p.PageTasks),
 		fmt.Sprintf("%-40s inclusion proof (its tile read back): p50 %7.3f ms  p99 %7.3f ms",
 			name, ms(p.ProofP50), ms(p.ProofP99)),
+		fmt.Sprintf("%-40s provenance of a finished task spread over the history: p50 %7.2f ms  p99 %7.2f ms",
+			name, ms(p.ProvenanceP50), ms(p.ProvenanceP99)),
 	}
 }
 
