@@ -423,33 +423,73 @@ func (s *Server) listTasks(c echo.Context) error {
 		return invalid("cursor must be a value returned as next_cursor")
 	}
 	page := wire.TaskPage{Tasks: []wire.TaskDetail{}, Counts: map[string]uint64{}}
-	tasks := page.Tasks
-	var lerr error
-	s.eng.ReadNow(func(st *projections.State, now int64) {
+	var live []listedTask
+	var settled projections.SettledReader
+	var now int64
+	var head uint64
+	s.eng.ReadNow(func(st *projections.State, at int64) {
 		for k, v := range st.StateCounts() {
 			page.Counts[k] = uint64(v)
 		}
-		head := st.Head.Seq
-		page.ServerTime, page.HeadSeq = formatTime(now), &head
-		// Live tasks and settled ones (read model on disk), one order.
-		lerr = st.TasksNewestFirst(uint64(cursor), state, device, func(t *projections.Task) bool {
-			if needs != nil && st.NeedsOperator(t, now) != *needs {
-				return true
+		now, head = at, st.Head.Seq
+		st.LiveNewestFirst(uint64(cursor), state, device, func(t *projections.Task) bool {
+			if needs == nil || st.NeedsOperator(t, now) == *needs {
+				live = append(live, listedTask{t.CreateSeq, taskDetail(st, t, now)})
 			}
-			if len(tasks) == int(limit) {
-				next := strconv.FormatUint(t.CreateSeq+1, 10)
-				page.NextCursor = &next
-				return false
-			}
-			tasks = append(tasks, taskDetail(st, t, now))
-			return true
+			return len(live) <= int(limit)
 		})
+		settled = st.SettledTasks()
 	})
-	if lerr != nil {
-		return lerr
+	page.ServerTime, page.HeadSeq = formatTime(now), &head
+	// The settled tasks are read from disk without the engine's lock (a
+	// settled task never needs an operator, so needs_operator=false keeps
+	// them all): a write never waits for a read of the disk.
+	var done []listedTask
+	if err := settled.NewestFirst(uint64(cursor), state, device, func(t *projections.Task) bool {
+		if t.CreateSeq <= head { // one created after the page's head is the next page's
+			done = append(done, listedTask{t.CreateSeq, taskDetail(nil, t, now)})
+		}
+		return len(done) <= int(limit)
+	}); err != nil {
+		return err
 	}
-	page.Tasks = tasks
+	page.Tasks, page.NextCursor = mergeNewestFirst(live, done, int(limit))
 	return c.JSON(http.StatusOK, page)
+}
+
+// listedTask is a task of a list page and its creation seq.
+type listedTask struct {
+	seq uint64
+	doc wire.TaskDetail
+}
+
+// mergeNewestFirst merges the live and settled tasks of a page (each
+// newest first, up to limit + 1) into one order, a task in both once (it
+// settled while the page was read: the live copy is the same document),
+// and cuts it at limit: the cursor of the next page is the first task
+// left out.
+func mergeNewestFirst(live, settled []listedTask, limit int) ([]wire.TaskDetail, *string) {
+	tasks := make([]wire.TaskDetail, 0, min(limit, len(live)+len(settled)))
+	for i, j := 0, 0; i < len(live) || j < len(settled); {
+		var next listedTask
+		switch {
+		case j == len(settled) || (i < len(live) && live[i].seq >= settled[j].seq):
+			next = live[i]
+			if j < len(settled) && settled[j].seq == next.seq {
+				j++
+			}
+			i++
+		default:
+			next = settled[j]
+			j++
+		}
+		if len(tasks) == limit {
+			cursor := strconv.FormatUint(next.seq+1, 10)
+			return tasks, &cursor
+		}
+		tasks = append(tasks, next.doc)
+	}
+	return tasks, nil
 }
 
 func contains[T comparable](list []T, s T) bool { return slices.Contains(list, s) }

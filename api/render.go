@@ -29,16 +29,19 @@ func authStatus(t *projections.Task, now int64) string {
 // taskDetail is the task detail document (wire.TaskDetail) of t at now:
 // never a token or hash. writeTask writes the same bytes by hand for the
 // hot answers; TestTaskAnswerIsTheTaskDocument and FuzzTaskWriter hold it
-// to the typed encoding.
+// to the typed encoding. st is nil for a settled task read from disk
+// outside the engine's lock: an ended task never needs an operator.
 func taskDetail(st *projections.State, t *projections.Task, now int64) wire.TaskDetail {
 	doc := wire.TaskDetail{
 		ID: t.ID, State: t.State, Version: t.Version, Revision: t.Revision,
 		Payload: json.RawMessage(t.Payload), CreatedAt: formatTime(t.CreatedAt), UpdatedAt: formatTime(t.UpdatedAt),
 		CancelRequested: t.CancelRequested, LateReports: []wire.LateReport{}, Evidence: []wire.Evidence{},
-		NeedsOperator: st.NeedsOperator(t, now),
 	}
-	if r := st.OperatorReason(t, now); r != "" {
-		doc.NeedsOperatorReason = &r
+	if st != nil {
+		doc.NeedsOperator = st.NeedsOperator(t, now)
+		if r := st.OperatorReason(t, now); r != "" {
+			doc.NeedsOperatorReason = &r
+		}
 	}
 	if t.Image != nil {
 		doc.ReferenceImage = &wire.ReferenceImage{SHA256: t.Image.SHA256, Size: t.Image.Size}

@@ -45,78 +45,87 @@ func (s *State) Task(id string) (*Task, error) {
 	return DecodeFinishedTask(doc)
 }
 
-// TasksNewestFirst calls fn with the tasks in descending creation order,
-// below creation seq before (0: from the newest), those in memory and
-// the settled ones of the read model merged, filtered by state and by the
-// device of the task's claim ("": any), until fn returns false. A settled
-// task is read through the read model's index of the filter.
-func (s *State) TasksNewestFirst(before uint64, state wire.State, device string, fn func(t *Task) bool) error {
-	match := func(t *Task) bool {
-		return (state == "" || t.State == state) && (device == "" || (t.Claim != nil && t.Claim.DeviceID == device))
-	}
+// LiveNewestFirst calls fn with the tasks in memory in descending
+// creation order, below creation seq before (0: from the newest),
+// filtered by state and by the device of the task's claim ("": any),
+// until fn returns false. The settled ones are SettledReader's.
+func (s *State) LiveNewestFirst(before uint64, state wire.State, device string, fn func(t *Task) bool) {
 	mem := s.taskOrder
 	if device != "" {
 		mem = s.heldByDevice(device)
 	}
-	i := len(mem) - 1
-	more := true
-	// memUntil gives the tasks in memory created after seq (0: all left).
-	memUntil := func(seq uint64) {
-		for ; more && i >= 0; i-- {
-			t := mem[i]
-			if t == nil || (before != 0 && t.CreateSeq >= before) {
-				continue
-			}
-			if t.CreateSeq <= seq {
-				return
-			}
-			if match(t) {
-				more = fn(t)
-			}
+	for i := len(mem) - 1; i >= 0; i-- {
+		t := mem[i]
+		if t == nil || (before != 0 && t.CreateSeq >= before) || !taskMatches(t, state, device) {
+			continue
+		}
+		if !fn(t) {
+			return
 		}
 	}
-	if s.finished != nil && s.settledCounts != (stateCounts{}) && (state == "" || s.settledCounts[stateIndex(state)] > 0) {
-		bucket, prefix := RMOrder, []byte(nil)
-		switch {
-		case device != "":
-			bucket, prefix = RMDevice, RMStateKey(device, 0)[:len(device)+1]
-		case state != "":
-			bucket, prefix = RMState, RMStateKey(string(state), 0)[:len(state)+1]
+}
+
+func taskMatches(t *Task, state wire.State, device string) bool {
+	return (state == "" || t.State == state) && (device == "" || (t.Claim != nil && t.Claim.DeviceID == device))
+}
+
+// SettledReader reads the settled tasks of the read model on disk. It
+// keeps nothing the sequencer changes, so a reader takes it under the
+// engine's lock and reads the disk after releasing it: settled tasks never
+// change, and a write path never waits for a read of the disk. What it
+// reads is the read model as committed when it reads, so a task that
+// settled after it was taken is there too (and was in memory when it was
+// taken): callers merging both drop the second copy.
+type SettledReader struct {
+	f      FinishedStore
+	counts stateCounts
+}
+
+// SettledTasks returns the reader of the settled tasks as the
+// projections know them now.
+func (s *State) SettledTasks() SettledReader {
+	return SettledReader{f: s.finished, counts: s.settledCounts}
+}
+
+// NewestFirst calls fn with the settled tasks in descending creation
+// order, below creation seq before (0: from the newest), filtered as
+// LiveNewestFirst filters, until fn returns false. A settled task is read
+// through the read model's index of the filter.
+func (r SettledReader) NewestFirst(before uint64, state wire.State, device string, fn func(t *Task) bool) error {
+	if r.f == nil || r.counts == (stateCounts{}) || (state != "" && r.counts[stateIndex(state)] == 0) {
+		return nil
+	}
+	bucket, prefix := RMOrder, []byte(nil)
+	switch {
+	case device != "":
+		bucket, prefix = RMDevice, RMStateKey(device, 0)[:len(device)+1]
+	case state != "":
+		bucket, prefix = RMState, RMStateKey(string(state), 0)[:len(state)+1]
+	}
+	var from []byte
+	if before != 0 {
+		from = append(append([]byte(nil), prefix...), binary.BigEndian.AppendUint64(nil, before-1)...)
+	}
+	return r.f.ReadModelScan(bucket, prefix, from, true, func(k, v []byte) (bool, error) {
+		if len(k) < 8 {
+			return false, fmt.Errorf("projections: read-model key %x of %s", k, bucket)
 		}
-		var from []byte
-		if before != 0 {
-			from = append(append([]byte(nil), prefix...), binary.BigEndian.AppendUint64(nil, before-1)...)
-		}
-		err := s.finished.ReadModelScan(bucket, prefix, from, true, func(k, v []byte) (bool, error) {
-			if len(k) < 8 {
-				return false, fmt.Errorf("projections: read-model key %x of %s", k, bucket)
-			}
-			memUntil(binary.BigEndian.Uint64(k[len(k)-8:]))
-			if !more {
-				return false, nil
-			}
-			doc, err := s.finished.ReadModelGet(RMTasks, v)
-			if err != nil {
-				return false, err
-			}
-			if doc == nil {
-				return false, fmt.Errorf("projections: read model indexes task %s without its document", v)
-			}
-			t, err := DecodeFinishedTask(doc)
-			if err != nil {
-				return false, err
-			}
-			if match(t) {
-				more = fn(t)
-			}
-			return more, nil
-		})
+		doc, err := r.f.ReadModelGet(RMTasks, v)
 		if err != nil {
-			return err
+			return false, err
 		}
-	}
-	memUntil(0)
-	return nil
+		if doc == nil {
+			return false, fmt.Errorf("projections: read model indexes task %s without its document", v)
+		}
+		t, err := DecodeFinishedTask(doc)
+		if err != nil {
+			return false, err
+		}
+		if !taskMatches(t, state, device) {
+			return true, nil
+		}
+		return fn(t), nil
+	})
 }
 
 // heldByDevice returns the tasks in memory whose claim names device, in
