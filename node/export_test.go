@@ -58,3 +58,11 @@ func SetRebuildChunk(n int) func() {
 	rebuildChunk, rebuildBytes = n, 1
 	return func() { rebuildChunk, rebuildBytes = oldChunk, oldBytes }
 }
+
+// SetPromoteHook makes every promotion of every cluster node call f with
+// the node's advertised URL after it caught up with the stream, before it
+// loads the soft records, until the returned func removes it.
+func SetPromoteHook(f func(advertised string)) (restore func()) {
+	promoteHook.Store(&f)
+	return func() { promoteHook.Store(nil) }
+}
