@@ -15,14 +15,20 @@ func PauseLease(n *Node, paused bool) {
 }
 
 // ForceSequencing makes the node believe it sequences whatever its lease
-// says (on), or ends that belief (off).
+// says (on), or ends that belief (off). Forced on, it returns once no
+// catch-up of the tail is in flight: the node's state stays the one it
+// had, whatever the stream receives next.
 func ForceSequencing(n *Node, on bool) {
 	c := n.cluster
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.forced.Store(on)
 	if on {
 		c.role = sequencing
+	}
+	c.mu.Unlock()
+	if on {
+		c.catchMu.Lock()
+		defer c.catchMu.Unlock()
 	}
 }
 
