@@ -15,14 +15,20 @@ func PauseLease(n *Node, paused bool) {
 }
 
 // ForceSequencing makes the node believe it sequences whatever its lease
-// says (on), or ends that belief (off).
+// says (on), or ends that belief (off). Forced on, it returns once no
+// catch-up of the tail is in flight: the node's state stays the one it
+// had, whatever the stream receives next.
 func ForceSequencing(n *Node, on bool) {
 	c := n.cluster
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.forced.Store(on)
 	if on {
 		c.role = sequencing
+	}
+	c.mu.Unlock()
+	if on {
+		c.catchMu.Lock()
+		defer c.catchMu.Unlock()
 	}
 }
 
@@ -57,4 +63,12 @@ func SetRebuildChunk(n int) func() {
 	oldChunk, oldBytes := rebuildChunk, rebuildBytes
 	rebuildChunk, rebuildBytes = n, 1
 	return func() { rebuildChunk, rebuildBytes = oldChunk, oldBytes }
+}
+
+// SetPromoteHook makes every promotion of every cluster node call f with
+// the node's advertised URL after it caught up with the stream, before it
+// loads the soft records, until the returned func removes it.
+func SetPromoteHook(f func(advertised string)) (restore func()) {
+	promoteHook.Store(&f)
+	return func() { promoteHook.Store(nil) }
 }

@@ -52,7 +52,7 @@ func (c *clusterLink) tailLoop() {
 		if r != following {
 			continue
 		}
-		if err := c.catchUp(); err != nil && !errors.Is(err, commands.ErrShuttingDown) {
+		if err := c.followStream(); err != nil && !errors.Is(err, commands.ErrShuttingDown) {
 			// Often a replica behind the stream's leader answered a read of
 			// a message the leader already has: try again soon, not at
 			// the next poll (reads wait for the follower).
@@ -62,11 +62,32 @@ func (c *clusterLink) tailLoop() {
 	}
 }
 
+// followStream is the tail's catch-up. It runs only while the node
+// follows, as seen under catchMu: once the role changed (a promotion, a
+// test forcing the node to sequence) and catchMu was taken and released,
+// no catch-up of the tail is running or starts.
+func (c *clusterLink) followStream() error {
+	c.catchMu.Lock()
+	defer c.catchMu.Unlock()
+	c.mu.Lock()
+	r := c.role
+	c.mu.Unlock()
+	if r != following {
+		return nil
+	}
+	return c.catchUpLocked()
+}
+
 // catchUp applies every event after the projections' head, up to the
 // stream's head as of now.
 func (c *clusterLink) catchUp() error {
 	c.catchMu.Lock()
 	defer c.catchMu.Unlock()
+	return c.catchUpLocked()
+}
+
+// catchUpLocked is catchUp with catchMu held.
+func (c *clusterLink) catchUpLocked() error {
 	var chunk []*ledger.Event
 	err := c.log.Range(c.eng.Head().Seq, func(e *ledger.Event) error {
 		e.Body = append([]byte(nil), e.Body...) // the projections keep nothing of the read buffer
