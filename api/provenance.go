@@ -143,7 +143,12 @@ func (s *Server) foldProvenance(id string, evs []*ledger.Event, each func(func(*
 		mine[e.Seq] = e.Stream == stream
 	}
 	st := projections.New(cfg)
-	st.DiscardSettled() // other tasks may settle on the way: only this one is read
+	var ended *projections.Task // the task settles with the event that ends it
+	st.OnSettle(func(t *projections.Task) {
+		if t.ID == id {
+			ended = t
+		}
+	})
 	prev := map[string]string{}
 	fields := map[string]ProvenanceJSON{}
 	err := each(func(e *ledger.Event) error {
@@ -154,6 +159,9 @@ func (s *Server) foldProvenance(id string, evs []*ledger.Event, each func(func(*
 			return err
 		}
 		t := st.Tasks[id]
+		if t == nil {
+			t = ended
+		}
 		if !mine[e.Seq] || t == nil {
 			return nil
 		}

@@ -40,29 +40,32 @@ func readModelTasks(t *testing.T, store *ledger.Store) map[string]*projections.T
 	return out
 }
 
-// A finished task goes to the read model on disk in the commit whose event
-// is newer than its last one by the idempotency retention (its records
-// expired), not before; the document is the task as the projections hold
-// it. The cleanup compares the read model with a full replay's.
-func TestFinishedTaskSettlesToDiskWithTheCommitAfterRetention(t *testing.T) {
-	n := nodetest.Start(t, nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour }))
-	done := n.CreateTask(nil)
-	nodetest.Must(t, n.Cancel(done), 200)
+// A finished task goes to the read model on disk in the commit of the
+// event that ended it, and leaves memory; the document is the task as the
+// projections held it. The cleanup compares the read model with a full
+// replay's.
+func TestFinishedTaskSettlesToDiskInTheCommitThatEndsIt(t *testing.T) {
+	n := nodetest.Start(t)
 	live := n.CreateTask(nil)
 	if got := readModelTasks(t, n.Store); len(got) != 0 {
-		t.Fatalf("read model holds %d tasks before any settled", len(got))
+		t.Fatalf("read model holds %d tasks before any ended", len(got))
 	}
-	n.Advance(time.Hour)
-	if got := readModelTasks(t, n.Store); len(got) != 0 {
-		t.Fatalf("an advance of the clock (no event) settled %d tasks", len(got))
-	}
-	n.CreateTask(nil) // the first event a retention after the cancel
+	done := n.CreateTask(nil)
+	nodetest.Must(t, n.Cancel(done), 200)
 	got := readModelTasks(t, n.Store)
 	if len(got) != 1 || got[done] == nil {
 		t.Fatalf("read model holds %v, want only %s", got, done)
 	}
 	if got[done].State != projections.StateCanceled || got[live] != nil {
 		t.Fatalf("read model task %s is %s", done, got[done].State)
+	}
+	n.Engine.Read(func(s *projections.State) {
+		if s.Tasks[done] != nil || s.Tasks[live] == nil {
+			t.Errorf("in memory: ended %v, live %v", s.Tasks[done] != nil, s.Tasks[live] != nil)
+		}
+	})
+	if st := nodetest.Str(n.Task(done), "state"); st != string(projections.StateCanceled) {
+		t.Fatalf("the ended task reads as %s", st)
 	}
 	head, _ := n.Store.ReadModelGet(projections.RMMeta, projections.RMHeadKey())
 	if len(head) != 8 || binary.BigEndian.Uint64(head) != n.Head() {
@@ -78,18 +81,27 @@ func TestFinishedTaskSettlesToDiskWithTheCommitAfterRetention(t *testing.T) {
 		t.Fatalf("state index CANCELED: %v", ids)
 	}
 	// A restart keeps the read model (it is at the head) and writes on.
-	n = n.Restart(nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour }))
+	n = n.Restart()
 	nodetest.Must(t, n.Cancel(live), 200)
-	n.Advance(2 * time.Hour)
-	n.CreateTask(nil)
 	if got := readModelTasks(t, n.Store); len(got) != 2 || got[live] == nil {
 		t.Fatalf("after a restart the read model holds %d tasks", len(got))
 	}
 }
 
+// readModelTombstones counts the expired keys' tombstones on disk.
+func readModelTombstones(t *testing.T, store *ledger.Store) int {
+	t.Helper()
+	n := 0
+	if err := store.ReadModelScan(projections.RMTombs, nil, nil, false, func(_, _ []byte) (bool, error) { n++; return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // A read model that is not the one of the loaded projections (another
-// retention settles other tasks; a file from before the read model had
-// none) is rebuilt from them at start, in one transaction.
+// retention expires other keys; a file from before the read model had
+// none) is rebuilt from them at start, in one transaction. Which tasks
+// settled does not depend on the retention: every ended one.
 func TestReadModelRebuiltAtStartWhenRetentionChanges(t *testing.T) {
 	hour := nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = time.Hour })
 	n := nodetest.Start(t, hour)
@@ -100,16 +112,17 @@ func TestReadModelRebuiltAtStartWhenRetentionChanges(t *testing.T) {
 	nodetest.Must(t, n.Cancel(b), 200)
 	n.Advance(30 * time.Minute)
 	n.CreateTask(nil)
-	if got := readModelTasks(t, n.Store); len(got) != 1 || got[a] == nil {
-		t.Fatalf("read model with 1h retention: %d tasks", len(got))
+	expired := readModelTombstones(t, n.Store)
+	if got := readModelTasks(t, n.Store); len(got) != 2 || got[a] == nil || got[b] == nil || expired == 0 {
+		t.Fatalf("read model with 1h retention: %d tasks, %d tombstones", len(got), expired)
 	}
 	n = n.Restart(nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = 20 * time.Minute }))
-	if got := readModelTasks(t, n.Store); len(got) != 2 || got[b] == nil {
-		t.Fatalf("read model rebuilt with 20m retention: %d tasks", len(got))
+	if got, more := readModelTasks(t, n.Store), readModelTombstones(t, n.Store); len(got) != 2 || more <= expired {
+		t.Fatalf("read model rebuilt with 20m retention: %d tasks, %d tombstones (%d with 1h)", len(got), more, expired)
 	}
 	n = n.Restart(nodetest.WithConfig(func(c *commands.Config) { c.IdempotencyRetention = 3 * time.Hour }))
-	if got := readModelTasks(t, n.Store); len(got) != 0 {
-		t.Fatalf("read model rebuilt with 3h retention: %d tasks", len(got))
+	if got, none := readModelTasks(t, n.Store), readModelTombstones(t, n.Store); len(got) != 2 || none != 0 {
+		t.Fatalf("read model rebuilt with 3h retention: %d tasks, %d tombstones", len(got), none)
 	}
 }
 

@@ -171,13 +171,14 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 	n := nodetest.Start(t)
 	d := n.RegisterDevice()
 	id := work(t, n, d)
+	pending := n.CreateTask(map[string]any{"right": true})
 	var old *snapshots.Snapshot
 	n.Engine.Read(func(s *projections.State) {
-		// What an older projection code derived: here, wrongly, the task
-		// never finished. Trusting it would show.
+		// What an older projection code derived: here, wrongly, another
+		// payload. Trusting it would show.
 		b, _ := s.Canonical()
 		st, _ := projections.Restore(b, s.Config())
-		st.Tasks[id].State = projections.StateRunning
+		st.Tasks[pending].Payload = `{"right":false}`
 		old, _ = node.NewSnapshot(st, nil)
 	})
 	old.Schema = projections.SchemaVersion - 1
@@ -204,6 +205,9 @@ func TestSchemaChangeRebuildsOnStart(t *testing.T) {
 	}
 	if st := nodetest.Str(n2.Task(id), "state"); st != string(projections.StateSucceeded) {
 		t.Fatalf("task %s", st)
+	}
+	if p := nodetest.Obj(n2.Task(pending), "payload"); p["right"] != true {
+		t.Fatalf("payload after the rebuild: %v", p)
 	}
 	s, err := snapshots.Read(filepath.Join(snapshots.Dir(n.Dir), snapshots.FileName(n2.Head())))
 	if err != nil || s.Schema != projections.SchemaVersion {

@@ -22,8 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ7\n" (version 6, "TLPROJ6\n", is still
-//	             read: it differs only in the idem section's records)
+//	magic        8 bytes "TLPROJ7\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
@@ -50,11 +49,6 @@ import (
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
 const contentMagic = "TLPROJ7\n"
-
-// contentMagicV6 marks content written before the idempotency records'
-// ids were compacted (contentidem.go); Restore still reads it, so an
-// upgrade starts from its snapshots instead of replaying the whole log.
-const contentMagicV6 = "TLPROJ6\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it copies what can change in place (the
@@ -165,8 +159,7 @@ func RestoreOwned(b []byte, cfg Config) (*State, error) {
 }
 
 func restore(content string, cfg Config) (*State, error) {
-	v6 := strings.HasPrefix(content, contentMagicV6)
-	if !v6 && !strings.HasPrefix(content, contentMagic) {
+	if !strings.HasPrefix(content, contentMagic) {
 		return nil, fmt.Errorf("%w: %w: no content magic", ledger.ErrCorrupt, errContent)
 	}
 	d := &decBuf{s: content, p: len(contentMagic)}
@@ -190,7 +183,7 @@ func restore(content string, cfg Config) (*State, error) {
 	wg.Go(func() { terr = s.decodeTasks(sec[0]) })
 	err := s.decodeDevices(sec[1])
 	if err == nil {
-		err = s.Idem.decode(sec[2], v6)
+		err = s.Idem.decode(sec[2])
 	}
 	if err == nil {
 		err = s.Idem.decodeTombstones(sec[3])

@@ -26,7 +26,7 @@ import (
 // as it is and a record is found by binary search and decoded when looked
 // up (idemloaded.go). Version 6 wrote the scope's length and the whole id
 // in place of scope and key, and every + field as a plain string: about
-// 215 bytes a record where version 7 takes about 110 (a device's scope,
+// 215 bytes a record where version 7 takes about 135 (a device's scope,
 // "device:<id>:<operation>", repeats in every record of its kind).
 
 // Reply flags.
@@ -237,15 +237,12 @@ func (d *decBuf) tabStr() string {
 	return d.tab[i]
 }
 
-// idemRecordDec decodes one record into its fields. v6 reads the layout
-// of content version 6 (the id whole, the UUIDs as text), which a
-// snapshot written before version 7 holds; lazy checks a record without
-// building its UUIDs (the only strings decoding allocates).
+// idemRecordDec decodes one record into its fields; lazy checks a record
+// without building its UUIDs (the only strings decoding allocates).
 type idemRecordDec struct {
 	r    IdemRecord
 	p    Reply
 	ev   Evidence
-	v6   bool
 	lazy bool
 }
 
@@ -266,40 +263,24 @@ func (x *idemRecordDec) read(d *decBuf) *IdemRecord {
 	return &r
 }
 
-// uid reads a string that version 7 writes with encBuf.ustr.
+// uid reads a string written with encBuf.ustr.
 func (x *idemRecordDec) uid(d *decBuf) string {
-	switch {
-	case x.v6:
-		return d.str()
-	case x.lazy:
+	if x.lazy {
 		d.skipUstr()
 		return ""
 	}
 	return d.ustr()
 }
 
-// scopeKey reads a record's scope and key: version 7 writes the scope as
-// a table index and the key as a string, version 6 the id (scope + "\x00"
-// + key) after the scope's length.
-func scopeKey(d *decBuf, v6 bool) (scope, key string) {
-	if !v6 {
-		return d.tabStr(), d.str()
-	}
-	ls := d.uv()
-	id := d.str()
-	if ls >= uint64(len(id)) || id[ls] != 0 {
-		d.fail("idempotency record id")
-		return "", ""
-	}
-	return id[:ls], id[ls+1:]
-}
+// scopeKey reads a record's scope (a table index) and key.
+func scopeKey(d *decBuf) (scope, key string) { return d.tabStr(), d.str() }
 
 // decode reads a record into x and returns its scope, its key and its
 // fingerprint's bytes (x.r.Fingerprint only tells nil from not).
 func (x *idemRecordDec) decode(d *decBuf) (scope, key, fp string) {
-	*x = idemRecordDec{v6: x.v6, lazy: x.lazy}
+	*x = idemRecordDec{lazy: x.lazy}
 	r := &x.r
-	scope, key = scopeKey(d, x.v6)
+	scope, key = scopeKey(d)
 	if d.err != nil {
 		return "", "", ""
 	}
@@ -394,9 +375,9 @@ func cmpIdemIDs(s1, k1, s2, k2 string) int {
 
 // decode loads an idem section: the table and the order are read, every
 // record is checked (so a later lookup cannot fail) but left encoded.
-func (v *IdemView) decode(sec string, v6 bool) error {
+func (v *IdemView) decode(sec string) error {
 	d := &decBuf{s: sec}
-	l := &loadedRecords{sec: sec, v6: v6}
+	l := &loadedRecords{sec: sec}
 	l.tab = make([]string, d.n())
 	for i := range l.tab {
 		l.tab[i] = d.str()
@@ -408,7 +389,7 @@ func (v *IdemView) decode(sec string, v6 bool) error {
 		return d.err
 	}
 	l.off = make([]int, n)
-	x := idemRecordDec{v6: v6, lazy: true}
+	x := idemRecordDec{lazy: true}
 	var prevScope, prevKey string
 	for i := range l.off {
 		l.off[i] = d.p

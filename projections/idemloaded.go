@@ -8,7 +8,6 @@ package projections
 // owning IdemView's next (expiry only ever pops the front of the order).
 type loadedRecords struct {
 	sec   string   // the idem section
-	v6    bool     // in content version 6's layout (idemRecordDec)
 	tab   []string // its interned strings
 	off   []int    // where record i starts; records sorted by id
 	order []int32  // the expiry order: record index, or -1-k for bare[k]
@@ -27,25 +26,18 @@ func (l *loadedRecords) reader(i int) *decBuf {
 }
 
 // id returns record i's id.
-func (l *loadedRecords) id(i int) string {
-	d := l.reader(i)
-	if l.v6 { // the id whole: a substring of the section
-		d.uv()
-		return d.str()
-	}
-	return IdemID(d.tabStr(), d.str())
-}
+func (l *loadedRecords) id(i int) string { return IdemID(scopeKey(l.reader(i))) }
 
 // at returns record i's time.
 func (l *loadedRecords) at(i int) int64 {
 	d := l.reader(i)
-	scopeKey(d, l.v6)
+	scopeKey(d)
 	return d.sv()
 }
 
 // record decodes record i (checked when the section was loaded).
 func (l *loadedRecords) record(i int) *IdemRecord {
-	dst := idemRecordDec{v6: l.v6}
+	var dst idemRecordDec
 	return dst.read(l.reader(i))
 }
 
@@ -54,14 +46,14 @@ func (l *loadedRecords) find(id string) int {
 	i, j := 0, len(l.off)
 	for i < j {
 		h := int(uint(i+j) >> 1)
-		if scope, key := scopeKey(l.reader(h), l.v6); cmpIdemID(id, scope, key) > 0 {
+		if scope, key := scopeKey(l.reader(h)); cmpIdemID(id, scope, key) > 0 {
 			i = h + 1
 		} else {
 			j = h
 		}
 	}
 	if i < len(l.off) {
-		if scope, key := scopeKey(l.reader(i), l.v6); cmpIdemID(id, scope, key) == 0 {
+		if scope, key := scopeKey(l.reader(i)); cmpIdemID(id, scope, key) == 0 {
 			return i
 		}
 	}

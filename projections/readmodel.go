@@ -11,11 +11,11 @@ import (
 )
 
 // The on-disk read model of finished tasks (docs/architecture.md, "Finished
-// tasks on disk"). A task is settled once it ended and every idempotency
-// record about it expired: its last event (UpdatedAt: every task event
-// that records a key touches it, and no event applies to an ended task) is
-// older than the retention at the newest event's time. Nothing decided
-// later can refer to a settled task but to read it. Its document and index
+// tasks on disk"). A task is settled as soon as it ended (D456): no event
+// applies to an ended task, and nothing decided later needs it in memory —
+// a replay of a record about it answers from the record (device commands)
+// or reads its document (operator commands, reads), and a device command
+// on it is refused alike whether it is in memory or not. Its document and index
 // entries are written to the read-model buckets in the transaction of the
 // batch whose newest event settles it, so the buckets hold exactly the
 // tasks settled at the log's head: a pure function of the log.
@@ -64,17 +64,17 @@ func (h *settleHeap) Pop() any {
 	return x
 }
 
-// settledAt is when an ended task settles (0: never, records never
-// expire).
+// settledAt is when an ended task settles: with the event that ended it
+// (0: never, on projections whose records never expire, which keep every
+// task as before the read model).
 func (s *State) settledAt(t *Task) int64 {
 	if s.cfg.IdempotencyRetentionMs <= 0 {
 		return 0
 	}
-	return t.UpdatedAt + s.cfg.IdempotencyRetentionMs
+	return t.UpdatedAt
 }
 
-// Settled reports whether t is settled at the head: ended, and every
-// record about it expired.
+// Settled reports whether t is settled at the head: ended.
 func (s *State) Settled(t *Task) bool {
 	at := s.settledAt(t)
 	return t.Terminal() && at != 0 && at <= s.Head.At
@@ -241,8 +241,14 @@ func TaskWrites(t *Task) ([]ledger.ReadModelWrite, error) { return appendTaskWri
 
 // DiscardSettled makes the projections drop tasks as they settle (a
 // verifier's replay, which only checks the log).
-func (s *State) DiscardSettled() {
-	s.onSettle = func(*Task) error { return nil }
+func (s *State) DiscardSettled() { s.OnSettle(func(*Task) {}) }
+
+// OnSettle makes the projections hand every task to fn as it settles, and
+// drop it and the expired keys' tombstones, instead of keeping them for
+// the read model: a replay that only reads (provenance reads one task
+// after its last event).
+func (s *State) OnSettle(fn func(t *Task)) {
+	s.onSettle = func(t *Task) error { fn(t); return nil }
 	s.Idem.onTomb = func(string) {}
 }
 

@@ -19,8 +19,9 @@ import (
 // 5: admin tokens created and revoked through the log. 6: admin tokens
 // carry their role. 7: settled tasks and expired keys' tombstones leave
 // the projections for the read model on disk; the tombstone section holds
-// their filter.)
-const SchemaVersion = 7
+// their filter. 8: a task settles as soon as it ended, not once its
+// records expired.)
+const SchemaVersion = 8
 
 // Task states: the wire's (one set for server and client).
 const (
