@@ -80,7 +80,14 @@ func TestSettledTasksLeaveTheHeap(t *testing.T) {
 		}
 	}
 	live, liveHeap := heapOf(t, rebuild(1000*time.Hour, true))
+	// Tests running in parallel allocate meanwhile: the least of three
+	// measurements is the closest to what the replay itself holds.
 	settled, settledHeap := heapOf(t, rebuild(time.Hour, false))
+	for range 2 {
+		if _, h := heapOf(t, rebuild(time.Hour, false)); h < settledHeap {
+			settledHeap = h
+		}
+	}
 	if len(live.Tasks) != tasks+1 || len(settled.Tasks) != 1 {
 		t.Fatalf("%d tasks in memory without settling, %d settled", len(live.Tasks), len(settled.Tasks))
 	}
