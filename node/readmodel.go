@@ -286,3 +286,21 @@ func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(
 	}
 	return onSettle, onTomb, finish
 }
+
+// RebuildWithReadModel replays the whole log into projections and
+// rewrites the read model of settled tasks in the same pass, as a start
+// does when it can use neither a snapshot nor the read model
+// (`taskledger projections rebuild`: after a schema change, the next
+// start then finds both current). progress gets each event's seq. The
+// read model is current once it returns without an error; until then a
+// start rebuilds it again.
+func RebuildWithReadModel(store *ledger.Store, cfg projections.Config, progress func(seq uint64)) (*projections.State, error) {
+	st, _, err := rebuildReadModel(store, cfg, progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := commitReadModel(store, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}

@@ -22,6 +22,7 @@ import (
 
 	"taskledger/commands"
 	"taskledger/internal/failpoint"
+	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/node/nodetest"
 	"taskledger/node/nodetest/proc"
@@ -200,10 +201,16 @@ func TestProjectionsRebuildAndSnapshotCommands(t *testing.T) {
 	if res := proc.CLI(t, "projections", "rebuild", "--data", dir, "--claim-token-secret", strings.Repeat("cd", 32)); res.Code == 0 {
 		t.Fatalf("rebuild with a wrong secret succeeded: %q", res.Stdout)
 	}
+	// A read model of an older build (here: none at all) is rewritten by
+	// the same replay, so that the next start need not replay again.
+	dropReadModel(t, dir)
 	rb := proc.CLI(t, "projections", "rebuild", "--data", dir, "--claim-token-secret", secretHex)
 	m := rebuildLine.FindStringSubmatch(rb.Stdout)
 	if rb.Code != 0 || m == nil || m[1] != strconv.FormatUint(head, 10) || m[4] != m[1] {
 		t.Fatalf("projections rebuild: %d %q %q", rb.Code, rb.Stdout, rb.Stderr)
+	}
+	if docs := currentReadModelTasks(t, dir, head); docs == 0 {
+		t.Fatal("the rebuilt read model holds no finished task")
 	}
 	if rb.Stderr != "" {
 		t.Fatalf("rebuild wrote to a stderr that is not a terminal: %q", rb.Stderr)
@@ -354,4 +361,39 @@ func TestSnapshotSIGKILLMidWrite(t *testing.T) {
 	if res := proc.CLI(t, "verify", "--data", dir); res.Code != 0 {
 		t.Fatalf("verify: %s %s", res.Stdout, res.Stderr)
 	}
+}
+
+// dropReadModel empties the read model of the ledger in dir (closed).
+func dropReadModel(t *testing.T, dir string) {
+	t.Helper()
+	store, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.ResetReadModel(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// currentReadModelTasks fails unless the read model of the ledger in dir
+// is current at head for the default retention, and counts its tasks.
+func currentReadModelTasks(t *testing.T, dir string, head uint64) int {
+	t.Helper()
+	store, err := ledger.Open(dir, ledger.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rmHead, _ := store.ReadModelGet(projections.RMMeta, projections.RMHeadKey())
+	version, _ := store.ReadModelGet(projections.RMMeta, projections.RMVersionKey())
+	cfg := projections.Config{IdempotencyRetentionMs: commands.DefaultConfig().IdempotencyRetention.Milliseconds()}
+	if !projections.ReadModelCurrentAt(cfg, head, rmHead, version) {
+		t.Fatalf("the read model is not current at seq %d: head %x, version %x", head, rmHead, version)
+	}
+	n := 0
+	if err := store.ReadModelScan(projections.RMTasks, nil, nil, false, func(_, _ []byte) (bool, error) { n++; return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

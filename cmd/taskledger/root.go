@@ -43,7 +43,7 @@ var abouts = map[string]about{
 	"export": {"the log as NDJSON (offline; --server reads it through the API)",
 		"Write the log as NDJSON: one event a line, seq ascending, no secrets. With --server it is read through a running server's API; with --ledger nats://HOST:PORT[,...] from a JetStream log."},
 	"snapshot":    {"snapshot create|list: snapshots of a stopped ledger", "Write a snapshot of the projections now (create) or list the snapshots and whether start-up would trust each (list)."},
-	"projections": {"projections rebuild: full replay from the log", "Rebuild the projections from the whole log with a progress bar on a terminal; reports events read and events/s, then writes a fresh snapshot."},
+	"projections": {"projections rebuild: full replay from the log", "Rebuild the projections and the read model of finished tasks from the whole log in one replay, with a progress bar on a terminal; reports events read and events/s, then writes a fresh snapshot. The next start finds both current."},
 	"bench":       {"the load generator", "The load generator of the benchmark: raw bbolt baselines, the ledger in process, and over HTTP."},
 	"checkpoint-key": {"checkpoint-key export|create: the checkpoint key's public verifier string; a new key",
 		"export prints the checkpoint signing key's public verifier string (the note format), which auditors pass to audit-verify --key; it reads DATA/checkpoint-key only. create writes a new key (mode 0600) where there is none and prints its verifier: the key every node of a cluster is given."},

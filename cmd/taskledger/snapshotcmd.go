@@ -171,7 +171,7 @@ func newProjectionsCmd(stdout, stderr io.Writer) *cobra.Command {
 	var f offlineFlags
 	top := command("projections", nil)
 	f.register(top.PersistentFlags())
-	rebuild := &cobra.Command{Use: "rebuild", Short: "rebuild the projections by a full replay of the log, then write a snapshot",
+	rebuild := &cobra.Command{Use: "rebuild", Short: "rebuild the projections and the read model by a full replay of the log, then write a snapshot",
 		Long: abouts["projections"].long, Args: cobra.NoArgs,
 		RunE: runCode(func([]string) int { return projectionsRebuild(&f, stdout, stderr) })}
 	top.AddCommand(rebuild)
@@ -201,9 +201,10 @@ func projectionsRebuild(f *offlineFlags, stdout, stderr io.Writer) int {
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 	}
 	start := time.Now() //tl:wallclock rebuild duration, reported to the operator
-	st := projections.New(cfg)
 	var read uint64
-	err = st.Replay(store, func(seq uint64) {
+	// The read model of settled tasks is rewritten in the same replay, so
+	// that the next start finds it current too.
+	st, err := node.RebuildWithReadModel(store, cfg, func(seq uint64) {
 		read++
 		if bar != nil && read%1024 == 0 {
 			_ = bar.Set64(int64(read))
