@@ -465,9 +465,9 @@ type listedTask struct {
 
 // mergeNewestFirst merges the live and settled tasks of a page (each
 // newest first, up to limit + 1) into one order, a task in both once (it
-// settled while the page was read: the live copy is the same document),
-// and cuts it at limit: the cursor of the next page is the first task
-// left out.
+// ended while the page was read: the live copy, as the lock saw it, is
+// kept), and cuts it at limit: the cursor of the next page is the first
+// task left out.
 func mergeNewestFirst(live, settled []listedTask, limit int) ([]wire.TaskDetail, *string) {
 	tasks := make([]wire.TaskDetail, 0, min(limit, len(live)+len(settled)))
 	for i, j := 0, 0; i < len(live) || j < len(settled); {
