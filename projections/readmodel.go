@@ -44,46 +44,18 @@ var (
 	rmKeyCounts  = []byte("counts")
 )
 
-// settleEntry is a terminal task not yet settled, by when it settles.
-type settleEntry struct {
-	at int64
-	t  *Task
-}
-
-type settleHeap []settleEntry
-
-func (h settleHeap) Len() int           { return len(h) }
-func (h settleHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h settleHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *settleHeap) Push(x any)        { *h = append(*h, x.(settleEntry)) }
-func (h *settleHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = settleEntry{}
-	*h = old[:len(old)-1]
-	return x
-}
-
-// settledAt is when an ended task settles: with the event that ended it
-// (0: never, on projections whose records never expire, which keep every
-// task as before the read model).
-func (s *State) settledAt(t *Task) int64 {
-	if s.cfg.IdempotencyRetentionMs <= 0 {
-		return 0
-	}
-	return t.UpdatedAt
-}
-
-// Settled reports whether t is settled at the head: ended.
+// Settled reports whether t is settled: ended, on projections that keep
+// a read model (not KeepSettled) and whose records expire (with no
+// retention nothing settles: every task stays, as before the read model).
 func (s *State) Settled(t *Task) bool {
-	at := s.settledAt(t)
-	return t.Terminal() && at != 0 && at <= s.Head.At
+	return t.Terminal() && s.cfg.IdempotencyRetentionMs > 0 && !s.cfg.KeepSettled
 }
 
-// ended queues a task that just ended to settle.
+// ended queues a task that just ended to settle at the end of the fold of
+// its event.
 func (s *State) ended(t *Task) {
-	if at := s.settledAt(t); at != 0 {
-		heap.Push(&s.settling, settleEntry{at: at, t: t})
+	if s.Settled(t) {
+		s.settling = append(s.settling, t)
 	}
 }
 
@@ -98,9 +70,8 @@ func (s *State) settle() {
 	if s.cfg.KeepSettled {
 		return
 	}
-	for len(s.settling) > 0 && s.settling[0].at <= s.Head.At {
-		e := heap.Pop(&s.settling).(settleEntry)
-		t := s.Tasks[e.t.ID]
+	for _, e := range s.settling {
+		t := s.Tasks[e.ID]
 		if t == nil || !s.Settled(t) {
 			continue
 		}
@@ -127,8 +98,10 @@ func (s *State) settle() {
 	if s.orderHoles > 1024 && s.orderHoles > len(s.taskOrder)/2 {
 		s.compactOrder()
 	}
-	if len(s.settling) == 0 && cap(s.settling) > 1024 {
-		s.settling = nil // the heap's array held every task that ended
+	clear(s.settling)
+	s.settling = s.settling[:0]
+	if cap(s.settling) > 1024 {
+		s.settling = nil // a restore queued every ended task at once
 	}
 }
 

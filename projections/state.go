@@ -289,8 +289,8 @@ type State struct {
 
 	claimKeyCheck string // CheckClaimsAgainst: not state, a check of what is applied
 	counts        stateCounts
-	unended       []*Task    // tasks not ended, in no order: the ones a capture copies
-	settling      settleHeap // ended tasks not yet settled, by when they settle (readmodel.go)
+	unended       []*Task // tasks not ended, in no order: the ones a capture copies
+	settling      []*Task // tasks ended by the event being folded, settled at its end (readmodel.go)
 
 	// The read model (readmodel.go): settled tasks leave the map and the
 	// creation order (a hole until compacted) for toWrite, then for
@@ -475,7 +475,7 @@ func (s *State) CheckStateCounts() error {
 		if in == t.Terminal() || (!in && t.unendedAt != 0) {
 			return fmt.Errorf("projections: task %s (%s) is %v in the unended set (at %d)", t.ID, t.State, in, t.unendedAt)
 		}
-		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t || (!s.cfg.KeepSettled && s.Settled(t)) {
+		if t.pos >= len(s.taskOrder) || s.taskOrder[t.pos] != t || s.Settled(t) {
 			return fmt.Errorf("projections: task %s is not at %d of the creation order", t.ID, t.pos)
 		}
 		if !t.Terminal() {
