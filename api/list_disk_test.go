@@ -58,11 +58,7 @@ func listWhile(t *testing.T, n *nodetest.Node, g *gatedFinished, query string, a
 	close(g.open)
 	r := <-page
 	nodetest.Must(t, r, http.StatusOK)
-	var tasks []map[string]any
-	for _, task := range r.JSON()["tasks"].([]any) {
-		tasks = append(tasks, task.(map[string]any))
-	}
-	return tasks
+	return listOf(r)
 }
 
 func idsOf(tasks []map[string]any) []string {
@@ -110,8 +106,8 @@ func TestListReadsTheDiskWithoutHoldingUpWrites(t *testing.T) {
 	if st := nodetest.Str(page[2], "state"); st != "RUNNING" {
 		t.Fatalf("the task that completed while the page was read is listed as %s, want RUNNING as the lock saw it", st)
 	}
-	after := n.Admin("GET", "/tasks?state=SUCCEEDED&limit=10", nil)
-	if got, want := idsOf(listOf(after)), []string{other.TaskID, running.TaskID, old.TaskID}; !slices.Equal(got, want) {
+	after := listedTasks(t, n, "state=SUCCEEDED&limit=10", 0)
+	if got, want := idsOf(after), []string{other.TaskID, running.TaskID, old.TaskID}; !slices.Equal(got, want) {
 		t.Fatalf("SUCCEEDED page afterwards: %v, want %v", got, want)
 	}
 }

@@ -238,7 +238,7 @@ func timeList(h http.Handler, gen *History, requests int, p *HistoryPoint) error
 	}
 	var ids []string
 	p.PageP50, p.PageP99, p.PageTasks, err = timeRequests(h, gen.AdminToken, requests, deep, func(body []byte) {
-		if id := firstTaskID(body); id != "" {
+		if _, id := pageTasks(body); id != "" {
 			ids = append(ids, id)
 		}
 	})
@@ -253,18 +253,6 @@ func timeList(h http.Handler, gen *History, requests int, p *HistoryPoint) error
 	return err
 }
 
-// firstTaskID is the id of a list page's first task ("" if none).
-func firstTaskID(body []byte) string {
-	var doc struct {
-		Tasks []struct {
-			ID string `json:"id"`
-		} `json:"tasks"`
-	}
-	if json.Unmarshal(body, &doc) != nil || len(doc.Tasks) == 0 {
-		return ""
-	}
-	return doc.Tasks[0].ID
-}
 
 // timeRequests times GET path(i) for i in [0, n): p50, p99, and the
 // fewest tasks a page held; seen (nil: none) gets each answer's body.
@@ -284,7 +272,7 @@ func timeRequests(h http.Handler, token string, n int, path func(i int) string, 
 		if seen != nil {
 			seen(w.body)
 		}
-		if c := countTasks(w.body); fewest < 0 || c < fewest {
+		if c, _ := pageTasks(w.body); fewest < 0 || c < fewest {
 			fewest = c
 		}
 	}
@@ -313,14 +301,21 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func countTasks(body []byte) int {
+// pageTasks is how many tasks a list page holds (-1: not a page) and the
+// id of its first ("" if none).
+func pageTasks(body []byte) (n int, first string) {
 	var doc struct {
-		Tasks []json.RawMessage `json:"tasks"`
+		Tasks []struct {
+			ID string `json:"id"`
+		} `json:"tasks"`
 	}
 	if json.Unmarshal(body, &doc) != nil {
-		return -1
+		return -1, ""
 	}
-	return len(doc.Tasks)
+	if len(doc.Tasks) > 0 {
+		first = doc.Tasks[0].ID
+	}
+	return len(doc.Tasks), first
 }
 
 // Slope is (value at the last size − value at the first) / (last size −

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
+
+	"github.com/google/uuid"
 )
 
 // The primitives of the content encoding (content.go): unsigned and
@@ -321,49 +324,19 @@ func (d *decBuf) skipUstr() {
 
 // uuidBytes returns the 16 bytes of s when s is a canonical UUID: 36
 // characters, hyphens at 8, 13, 18 and 23, lowercase hex digits elsewhere
-// (so that uuidString gives s back exactly).
-func uuidBytes(s string) (u [16]byte, ok bool) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, false
+// (so that uuidString gives s back exactly; uuid.Parse takes uppercase
+// too).
+func uuidBytes(s string) (uuid.UUID, bool) {
+	if len(s) != 36 || strings.ContainsAny(s, "ABCDEF") {
+		return uuid.UUID{}, false
 	}
-	j := 0
-	for i := 0; i < 36; i += 2 {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++ // the hyphen; the next pair starts after it
-		}
-		hi, ok1 := lowerHex(s[i])
-		lo, ok2 := lowerHex(s[i+1])
-		if !ok1 || !ok2 {
-			return u, false
-		}
-		u[j] = hi<<4 | lo
-		j++
-	}
-	return u, true
-}
-
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	u, err := uuid.Parse(s)
+	return u, err == nil
 }
 
 // uuidString writes 16 bytes as a canonical UUID.
-func uuidString(u string) string {
-	const hexDigits = "0123456789abcdef"
-	var b [36]byte
-	j := 0
-	for i := range 16 {
-		if j == 8 || j == 13 || j == 18 || j == 23 {
-			b[j] = '-'
-			j++
-		}
-		b[j], b[j+1] = hexDigits[u[i]>>4], hexDigits[u[i]&15]
-		j += 2
-	}
-	return string(b[:])
+func uuidString(b string) string {
+	var u uuid.UUID
+	copy(u[:], b)
+	return u.String()
 }
