@@ -253,7 +253,6 @@ func timeList(h http.Handler, gen *History, requests int, p *HistoryPoint) error
 	return err
 }
 
-
 // timeRequests times GET path(i) for i in [0, n): p50, p99, and the
 // fewest tasks a page held; seen (nil: none) gets each answer's body.
 func timeRequests(h http.Handler, token string, n int, path func(i int) string, seen func(body []byte)) (p50, p99 time.Duration, fewest int, err error) {
