@@ -85,3 +85,39 @@ func TestProvenanceFromTheTasksStreamsEqualsAWholeReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestProvenanceReplaysTheWholeLogWhenTheTasksStreamsDoNotFold: should a
+// task's own streams not fold alone (here every device stream reads as
+// empty, so its claim names a device the fold never registered), the
+// route answers from a replay of the whole log: the same fields, not an
+// error.
+func TestProvenanceReplaysTheWholeLogWhenTheTasksStreamsDoNotFold(t *testing.T) {
+	n := nodetest.Start(t)
+	run := n.StartTask(t, n.ReadyDevice(t), map[string]any{"n": 0})
+	nodetest.Must(t, run.Complete(map[string]any{"ok": true}), http.StatusOK)
+	_, whole, err := n.API.ProvenanceBothWays(run.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.API.HideDeviceStreams()
+	if _, _, err := n.API.ProvenanceBothWays(run.TaskID); err == nil {
+		t.Fatal("the task's streams folded without its device's")
+	}
+	if got := mustProvenance(t, n, run.TaskID); !reflect.DeepEqual(got, whole) {
+		t.Fatalf("provenance without the device streams:\n%v\nwant the whole log's\n%v", got, whole)
+	}
+}
+
+// mustProvenance is the fields of GET /admin/tasks/{id}/provenance.
+func mustProvenance(t *testing.T, n *nodetest.Node, id string) map[string]api.ProvenanceJSON {
+	t.Helper()
+	r := n.Admin("GET", "/tasks/"+id+"/provenance", nil)
+	nodetest.Must(t, r, http.StatusOK)
+	var doc struct {
+		Fields map[string]api.ProvenanceJSON `json:"fields"`
+	}
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Fields
+}
