@@ -170,14 +170,15 @@ func TestRunHistoryReportsSlopes(t *testing.T) {
 		t.Fatalf("%d points, %d verified, want 2 and 2", len(r.Points), len(verified))
 	}
 	for _, p := range r.Points {
-		if p.SnapshotBytes == 0 || p.Heap == 0 || p.Start == 0 || p.Merkle == 0 || p.ListP99 == 0 || p.ListTasks < 0 || p.ProvenanceP99 == 0 {
+		if p.SnapshotBytes == 0 || p.Heap == 0 || p.Start == 0 || p.Merkle == 0 || p.ListP99 == 0 || p.ListTasks < 0 || p.ProvenanceP99 == 0 ||
+			p.Phases.Load == 0 || p.Phases.DamageCheck == 0 || p.Phases.WithoutDamageCheck() <= 0 {
 			t.Errorf("a figure is missing: %+v", p)
 		}
 	}
 	lines := strings.Join(r.Lines(), "\n")
 	for _, want := range []string{"history 100 finished + 10 live", "history 300 finished + 10 live",
 		"slope 100 → 300 finished: heap after start", "per million finished", "list p99 by device",
-		"provenance of a finished task"} {
+		"provenance of a finished task", "its steps: load", "start-up less the check's wait"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("report lacks %q:\n%s", want, lines)
 		}

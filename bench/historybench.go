@@ -60,6 +60,9 @@ type HistoryPoint struct {
 	// (tiled: each reads back and hashes the 256 events of the event's
 	// tile, D440).
 	ProofP50, ProofP99 time.Duration
+	// Phases are Start's own steps (node.StartPhases): the damage check
+	// runs beside the load, and the start waits for what is left of it.
+	Phases node.StartPhases
 	// StartCPU is the process's CPU time during Start (the machine may be
 	// shared: wall time then includes waiting for a core).
 	StartCPU      time.Duration
@@ -175,7 +178,7 @@ func historyPoint(cfg HistoryRunConfig, finished int) (*HistoryPoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Start, p.StartCPU = time.Since(t0), processCPU()-cpu0
+	p.Start, p.StartCPU, p.Phases = time.Since(t0), processCPU()-cpu0, n.Started
 	defer n.Close()
 	if h := liveHeap(); h > base {
 		p.Heap = h - base
@@ -364,12 +367,14 @@ func (r *HistoryReport) Lines() []string {
 	snap, _ := r.SnapshotSlope()
 	startCPU, _ := r.slope(func(p *HistoryPoint) float64 { return p.StartCPU.Seconds() })
 	merkleCPU, _ := r.slope(func(p *HistoryPoint) float64 { return p.MerkleCPU.Seconds() })
+	bare, _ := r.slope(func(p *HistoryPoint) float64 { return p.Phases.WithoutDamageCheck().Seconds() })
 	list, _ := r.ListP99Slope()
 	page, _ := r.slope(func(p *HistoryPoint) float64 { return p.PageP99.Seconds() })
 	label := fmt.Sprintf("slope %d → %d finished:", a, b)
 	return append(out,
 		fmt.Sprintf("%s heap after start       %8.1f B per finished task      (aim ≤ 64)", label, heap),
 		fmt.Sprintf("%s start-up               %8.3f s per million finished   (aim ≤ 0.1; CPU %.3f s, of which the Merkle rebuild's CPU %.3f s)", label, start*1e6, startCPU*1e6, merkleCPU*1e6),
+		fmt.Sprintf("%s start-up less the check's wait %8.3f s per million finished   (aim ≤ 0.1: snapshot and tail only)", label, bare*1e6),
 		fmt.Sprintf("%s snapshot               %8.1f B per finished task      (aim ≤ 16)", label, snap),
 		fmt.Sprintf("%s list p99 by device     %8.2f ms per million finished  (aim: p99 ≤ 20 ms at any size)", label, list*1e9),
 		fmt.Sprintf("%s page p99 deep in it    %8.2f ms per million finished", label, page*1e9))
@@ -377,7 +382,7 @@ func (r *HistoryReport) Lines() []string {
 
 // lines prints one size's figures.
 func (p *HistoryPoint) lines() []string {
-	g := p.Gen
+	g, ph := p.Gen, p.Phases
 	name := fmt.Sprintf("history %d finished + %d live", g.Finished, g.Live)
 	return []string{
 		fmt.Sprintf("%-40s generated %9d events in %6.2f s (CPU %6.2f s)  %9.0f finished tasks/s  taskledger.db %.1f MB",
@@ -386,6 +391,9 @@ func (p *HistoryPoint) lines() []string {
 			name, p.Replay.Seconds(), p.Snapshot.Seconds(), float64(p.SnapshotBytes)/1e6, p.Merkle.Seconds(), p.MerkleCPU.Seconds()),
 		fmt.Sprintf("%-40s start from snapshot %6.2f s (CPU %6.2f s; the Merkle rebuild included)  heap after start %.1f MB",
 			name, p.Start.Seconds(), p.StartCPU.Seconds(), float64(p.Heap)/1e6),
+		fmt.Sprintf("%-40s   its steps: load %.2f s; damage check %.2f s beside it, then waited for %.2f s; chain %.2f s; read model %.2f s; "+
+			"without the wait %.2f s", name, ph.Load.Seconds(), ph.DamageCheck.Seconds(), ph.DamageWait.Seconds(),
+			ph.ChainCheck.Seconds(), ph.ReadModel.Seconds(), ph.WithoutDamageCheck().Seconds()),
 		fmt.Sprintf("%-40s list SUCCEEDED by device, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least: a finished task has no claim)",
 			name, HistoryListLimit, ms(p.ListP50), ms(p.ListP99), p.ListTasks),
 		fmt.Sprintf("%-40s list SUCCEEDED from a cursor spread over the history, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least)",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -47,17 +48,46 @@ func checkLogPresent(dataDir string) error {
 		ErrLogMissing, ledger.FileName, what, filepath.Base(snaps[0].Path), snaps[0].Seq, ledger.FileName, snaps[0].Seq)
 }
 
-// checkStored rebuilds the Merkle tree over every stored event (the pass
-// start makes anyway for the transparency log) and holds it against the
+// storedTree is the Merkle tree over every stored event (the pass start
+// makes anyway for the transparency log), rebuilt in the background while
+// the projections load: the two read the log independently.
+type storedTree struct {
+	done chan struct{}
+	tree *merkle.Tree
+	err  error
+	took time.Duration
+}
+
+func buildStoredTree(store *ledger.Store) *storedTree {
+	b := &storedTree{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		t0 := time.Now() //tl:wallclock start-up phase
+		b.tree, b.err = transparency.Build(store)
+		b.took = time.Since(t0)
+	}()
+	return b
+}
+
+// wait returns the tree once rebuilt.
+func (b *storedTree) wait() (*merkle.Tree, error) {
+	<-b.done
+	if b.err != nil {
+		return nil, fmt.Errorf("transparency: rebuild the tree: %w", b.err)
+	}
+	return b.tree, nil
+}
+
+// checkStored holds the tree rebuilt from every stored event against the
 // newest signed checkpoint, so that a changed byte in an event older than
 // the snapshot is refused like one in the tail. It returns the tree and
 // the point the hash-chain check must start from: from (the snapshot, or
 // the genesis), or the checkpoint's size when that is lower, so that every
 // event is checked by one or the other.
-func checkStored(store *ledger.Store, dataDir string, from ledger.Head, log zerolog.Logger) (*merkle.Tree, ledger.Head, error) {
-	tree, err := transparency.Build(store)
+func checkStored(store *ledger.Store, built *storedTree, dataDir string, from ledger.Head, log zerolog.Logger) (*merkle.Tree, ledger.Head, error) {
+	tree, err := built.wait()
 	if err != nil {
-		return nil, from, fmt.Errorf("transparency: rebuild the tree: %w", err)
+		return nil, from, err
 	}
 	key, err := checkpoint.LoadKey(dataDir)
 	if errors.Is(err, checkpoint.ErrNoKey) {

@@ -100,12 +100,14 @@ type Node struct {
 	// Transparency is the Merkle tree, the checkpoint key and the signed
 	// checkpoints.
 	Transparency *transparency.Log
-	cfg          Config
-	head         *headFile
-	snap         *snapshotter
-	soft         *softCollector
-	backups      *backupScheduler // nil without BackupDir
-	cluster      *clusterLink     // nil on bbolt
+	// Started says how long each step of start-up took.
+	Started StartPhases
+	cfg     Config
+	head    *headFile
+	snap    *snapshotter
+	soft    *softCollector
+	backups *backupScheduler // nil without BackupDir
+	cluster *clusterLink     // nil on bbolt
 }
 
 // Errors of start-up refusals.
@@ -171,8 +173,17 @@ func open(cfg Config, src source) (*Node, error) {
 	if store != nil {
 		whole = wholeLogLoad(store, &rebuilt)
 	}
+	var phases StartPhases
+	var built *storedTree
+	if store != nil {
+		built = buildStoredTree(store)
+	}
 	loaded, err := loadProjections(backend, cfg.DataDir, pcfg, cfg.Logger, whole)
+	phases.Load = time.Since(start)
 	if err != nil {
+		if built != nil {
+			<-built.done // no read of the store outlives a refused open
+		}
 		// A log that does not replay: name its first damaged event when
 		// the hash chain shows one.
 		if cerr := checkChain(backend, ledger.GenesisHead()); cerr != nil {
@@ -188,22 +199,30 @@ func open(cfg Config, src source) (*Node, error) {
 	var tree *merkle.Tree
 	if store != nil {
 		if err := checkSnapshotsReached(loaded); err != nil {
+			<-built.done
 			return nil, err
 		}
-		if tree, from, err = checkStored(store, cfg.DataDir, from, cfg.Logger); err != nil {
+		t0 := time.Now() //tl:wallclock start-up phase
+		tree, from, err = checkStored(store, built, cfg.DataDir, from, cfg.Logger)
+		phases.DamageCheck, phases.DamageWait = built.took, time.Since(t0)
+		if err != nil {
 			return nil, err
 		}
 	}
+	t0 := time.Now() //tl:wallclock start-up phase
 	if err := checkChain(backend, from); err != nil {
 		return nil, err
 	}
+	phases.ChainCheck = time.Since(t0)
 	if store != nil {
 		if err := checkHeadFile(cfg.DataDir, store, state.Head); err != nil {
 			return nil, err
 		}
+		t0 := time.Now() //tl:wallclock start-up phase
 		if err := syncReadModel(store, state, rebuilt, cfg.Logger); err != nil {
 			return nil, err
 		}
+		phases.ReadModel = time.Since(t0)
 	}
 	metrics.ObserveReplay(time.Since(start))
 	var initial []byte
@@ -419,7 +438,9 @@ func open(cfg Config, src source) (*Node, error) {
 	if backupFn != nil && cfg.BackupDir != "" && cfg.BackupEvery > 0 {
 		backups = startBackupScheduler(cfg, backupFn, eng)
 	}
-	return &Node{Store: store, Log: backend, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog,
+	phases.Total = time.Since(start)
+	phases.log(cfg.Logger, loaded)
+	return &Node{Store: store, Log: backend, Blobs: blobs, Engine: eng, API: srv, Metrics: metrics, Loaded: loaded, Transparency: tlog, Started: phases,
 		cfg: cfg, snap: snap, head: hf, soft: newSoftCollector(eng, cfg.SoftCollectEvery, active, cfg.Logger), backups: backups}, nil
 }
 
