@@ -13,7 +13,7 @@ import (
 	"taskledger/ledger"
 )
 
-// # Content encoding (version 7)
+// # Content encoding (version 8)
 //
 // The canonical bytes of the projections (State.Canonical, a snapshot's
 // content) are a compact binary encoding written by hand for the types of
@@ -22,7 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ7\n"
+//	magic        8 bytes "TLPROJ8\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
@@ -48,7 +48,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ7\n"
+const contentMagic = "TLPROJ8\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it copies what can change in place (the

@@ -11,7 +11,7 @@ import (
 //	table    count, then the strings records refer to by index
 //	records  count, then every record not expired, by id (strictly
 //	         ascending; the id is scope + "\x00" + key), each its length
-//	         and its fields: scope*, key, at, seq, fingerprint, event
+//	         and its fields: scope*, key+, at, seq, fingerprint, event
 //	         type*, status, code*, task id+, device id*, a reply flag and
 //	         the reply (flags, task id+ when not the record's, state*,
 //	         version, generation, execution id+, server time, lease,
@@ -24,10 +24,13 @@ import (
 // (* a table index; + encBuf.ustr: a canonical UUID in its 16 bytes.)
 // Records are self-contained and sorted by id, so a loaded section stays
 // as it is and a record is found by binary search and decoded when looked
-// up (idemloaded.go). Version 6 wrote the scope's length and the whole id
-// in place of scope and key, and every + field as a plain string: about
-// 215 bytes a record where version 7 takes about 135 (a device's scope,
-// "device:<id>:<operation>", repeats in every record of its kind).
+// up (idemloaded.go); a key kept in 16 bytes sorts as its text does
+// (idemKey). Version 6 wrote the scope's length and the whole id in place
+// of scope and key, and every + field as a plain string: about 215 bytes
+// a record where version 7 takes about 135 (a device's scope,
+// "device:<id>:<operation>", repeats in every record of its kind) and
+// version 8, whose key (a UUID: the contract's Idempotency-Key) takes 16
+// bytes instead of 37, about 115.
 
 // Reply flags.
 const (
@@ -64,7 +67,7 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 	if l != nil {
 		nLoaded, loadedSize = len(l.off), len(l.sec)
 	}
-	// Sized for a node's records (about 135 bytes each, and the loaded
+	// Sized for a node's records (about 115 bytes each, and the loaded
 	// ones as they were) so that the buffer is not copied as it grows.
 	rec := newEncBuf(len(c.order)*160 + loadedSize)
 	one := &tabEnc{encBuf: newEncBuf(512), idx: map[string]uint64{}} // one record at a time
@@ -172,7 +175,7 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 		return
 	}
 	e.t(r.Scope)
-	e.str(r.Key)
+	e.ustr(r.Key)
 	e.sv(r.At)
 	e.uv(r.Seq)
 	e.bytes(r.Fingerprint)
@@ -272,19 +275,78 @@ func (x *idemRecordDec) uid(d *decBuf) string {
 	return d.ustr()
 }
 
+// idemKey is a record's key as a section holds it: the 16 bytes of a
+// canonical UUID (u), or the key's text. Canonical UUIDs (lowercase hex,
+// hyphens at fixed places) sort as their bytes do, so keys compare
+// without being built as text unless the two are held differently.
+type idemKey struct {
+	s string
+	u bool
+}
+
+// keyOf is key as a section would hold it.
+func keyOf(key string) idemKey {
+	if u, ok := uuidBytes(key); ok {
+		return idemKey{s: string(u[:]), u: true}
+	}
+	return idemKey{s: key}
+}
+
+// String is the key's text.
+func (k idemKey) String() string {
+	if k.u {
+		return uuidString(k.s)
+	}
+	return k.s
+}
+
+// readKey reads a key written by encBuf.ustr without building it.
+func (d *decBuf) readKey() idemKey {
+	if n := d.uv(); n > 0 {
+		return idemKey{s: d.raw(int(min(n-1, uint64(len(d.s)+1))))}
+	}
+	return idemKey{s: d.raw(16), u: true}
+}
+
+// cmpScopeKeys compares IdemID(s1, k1) with IdemID(s2, k2) without
+// building either: when neither scope holds a zero byte (no scope the
+// commands make does), ids sort by scope, then by key.
+func cmpScopeKeys(s1 string, k1 idemKey, s2 string, k2 idemKey) int {
+	if strings.IndexByte(s1, 0) >= 0 || strings.IndexByte(s2, 0) >= 0 {
+		return strings.Compare(IdemID(s1, k1.String()), IdemID(s2, k2.String()))
+	}
+	if c := strings.Compare(s1, s2); c != 0 {
+		return c
+	}
+	if k1.u == k2.u {
+		return strings.Compare(k1.s, k2.s)
+	}
+	return strings.Compare(k1.String(), k2.String())
+}
+
+// splitIdemID returns the scope and the key of an id (IdemID).
+func splitIdemID(id string) (scope string, key idemKey) {
+	scope, k, _ := strings.Cut(id, "\x00")
+	return scope, keyOf(k)
+}
+
 // scopeKey reads a record's scope (a table index) and key.
-func scopeKey(d *decBuf) (scope, key string) { return d.tabStr(), d.str() }
+func scopeKey(d *decBuf) (scope string, key idemKey) { return d.tabStr(), d.readKey() }
 
 // decode reads a record into x and returns its scope, its key and its
-// fingerprint's bytes (x.r.Fingerprint only tells nil from not).
-func (x *idemRecordDec) decode(d *decBuf) (scope, key, fp string) {
+// fingerprint's bytes (x.r.Fingerprint only tells nil from not). Lazy, it
+// leaves x.r.Key empty.
+func (x *idemRecordDec) decode(d *decBuf) (scope string, key idemKey, fp string) {
 	*x = idemRecordDec{lazy: x.lazy}
 	r := &x.r
 	scope, key = scopeKey(d)
 	if d.err != nil {
-		return "", "", ""
+		return "", idemKey{}, ""
 	}
-	r.Scope, r.Key = scope, key
+	r.Scope = scope
+	if !x.lazy {
+		r.Key = key.String()
+	}
 	r.At = d.sv()
 	r.Seq = d.uv()
 	if n := d.uv(); n > 0 {
@@ -335,44 +397,6 @@ func (x *idemRecordDec) decode(d *decBuf) (scope, key, fp string) {
 	return scope, key, fp
 }
 
-// cmpIdemID compares id with IdemID(scope, key) without building the
-// latter.
-func cmpIdemID(id, scope, key string) int {
-	n := min(len(id), len(scope))
-	if c := strings.Compare(id[:n], scope[:n]); c != 0 {
-		return c
-	}
-	switch {
-	case len(id) == n: // a prefix of scope: shorter than the other id
-		return -1
-	case id[n] != 0: // after scope the other id goes on with "\x00"
-		return 1
-	}
-	return strings.Compare(id[n+1:], key)
-}
-
-// cmpIdemIDs compares IdemID(s1, k1) with IdemID(s2, k2) without building
-// either.
-func cmpIdemIDs(s1, k1, s2, k2 string) int {
-	n := min(len(s1), len(s2))
-	if c := strings.Compare(s1[:n], s2[:n]); c != 0 {
-		return c
-	}
-	switch {
-	case len(s1) == len(s2):
-		return strings.Compare(k1, k2)
-	case len(s1) < len(s2): // "\x00" + k1 against s2[n:] + "\x00" + k2
-		if s2[n] != 0 {
-			return -1
-		}
-		return cmpIdemID(k1, s2[n+1:], k2)
-	}
-	if s1[n] != 0 { // s1[n:] + "\x00" + k1 against "\x00" + k2
-		return 1
-	}
-	return -cmpIdemID(k2, s1[n+1:], k1)
-}
-
 // decode loads an idem section: the table and the order are read, every
 // record is checked (so a later lookup cannot fail) but left encoded.
 func (v *IdemView) decode(sec string) error {
@@ -390,7 +414,8 @@ func (v *IdemView) decode(sec string) error {
 	}
 	l.off = make([]int, n)
 	x := idemRecordDec{lazy: true}
-	var prevScope, prevKey string
+	var prevScope string
+	var prevKey idemKey
 	for i := range l.off {
 		l.off[i] = d.p
 		size := d.n()
@@ -399,7 +424,7 @@ func (v *IdemView) decode(sec string) error {
 		if d.err == nil && d.p != end {
 			d.fail("idempotency record length")
 		}
-		if d.err == nil && i > 0 && cmpIdemIDs(scope, key, prevScope, prevKey) <= 0 {
+		if d.err == nil && i > 0 && cmpScopeKeys(scope, key, prevScope, prevKey) <= 0 {
 			d.fail("idempotency records out of order")
 		}
 		if d.err != nil {

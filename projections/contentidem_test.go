@@ -1,9 +1,16 @@
 package projections
 
 import (
+	"bytes"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"taskledger/ledger"
 )
 
 // TestLoadedRecordsAreFoundByTheirIDs: every record of a restored
@@ -23,6 +30,41 @@ func TestLoadedRecordsAreFoundByTheirIDs(t *testing.T) {
 	}
 	if r.Idem.loadedRecord("device:d0:op\x00k") != nil || r.Idem.loadedRecord("") != nil {
 		t.Error("an id without a record was found")
+	}
+}
+
+// TestLoadedKeysHeldAsUUIDsAreFound: in one scope, keys held in 16 bytes
+// (canonical UUIDs) and keys held as text (anything else) sort among each
+// other as their text does, so a restored section finds every one and
+// nothing in between.
+func TestLoadedKeysHeldAsUUIDsAreFound(t *testing.T) {
+	s := New(Config{IdempotencyRetentionMs: 1000})
+	s.Head = ledger.Head{Seq: 1, Hash: bytes.Repeat([]byte{7}, ledger.HashSize), At: 1_800_000_000_000}
+	var keys []string
+	for i := range 64 {
+		keys = append(keys, uuid.NewString())
+		keys = append(keys, fmt.Sprintf("%x", i*4)) // text among the UUIDs: "0", "4", … "fc"
+	}
+	keys = append(keys, "zzz", "", "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9")
+	for i, k := range keys {
+		for _, scope := range []string{"device:a:start", "device:a:start2"} {
+			s.Idem.put(&IdemRecord{Scope: scope, Key: k, At: s.Head.At, Seq: uint64(i + 1), TaskID: uuid.NewString()})
+		}
+	}
+	r, err := Restore(must(s.Canonical()), s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, rec := range s.Idem.Records {
+		if got := r.Idem.loadedRecord(id); !reflect.DeepEqual(got, rec) {
+			t.Errorf("looking up %q: %#v, want %#v", id, got, rec)
+		}
+		if got := r.Idem.loadedRecord(id + "~"); got != nil {
+			t.Errorf("%q~, never recorded, found as %#v", id, got)
+		}
+	}
+	if got := r.Idem.loadedRecord(IdemID("device:a:start", uuid.NewString())); got != nil {
+		t.Errorf("a fresh key found as %#v", got)
 	}
 }
 
@@ -66,27 +108,42 @@ func TestUUIDStringsTakeSeventeenBytes(t *testing.T) {
 	}
 }
 
-// TestIdemIDsCompareAsTheirStrings: the comparisons that spare building
-// an id (scope + "\x00" + key) order ids exactly as the strings do,
-// scopes that are prefixes of others and strings holding NUL included.
+// TestIdemIDsCompareAsTheirStrings: the comparison that spares building
+// an id (scope + "\x00" + key) orders ids exactly as the strings do,
+// whether a key is held as its text or as a UUID's 16 bytes, scopes that
+// are prefixes of others and strings holding NUL included.
 func TestIdemIDsCompareAsTheirStrings(t *testing.T) {
 	parts := []string{"", "a", "ab", "a\x00", "a\x00b", "b", "\x00", "\x00\x00", "device:1:claim-next", "device:1:claim"}
+	keys := append(slices.Clone(parts), "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0fa",
+		"9f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "af1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f",
+		"0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9x")
 	sign := func(c int) int { return max(-1, min(1, c)) }
+	held := func(k string) []idemKey { return []idemKey{keyOf(k), {s: k}} } // as a section would hold it, and as text
 	for _, s1 := range parts {
-		for _, k1 := range parts {
+		for _, k1 := range keys {
 			id := IdemID(s1, k1)
+			if qs, qk := splitIdemID(id); cmpScopeKeys(qs, qk, s1, keyOf(k1)) != 0 {
+				t.Errorf("%q split as %q, %q: not equal to itself", id, qs, qk)
+			}
 			for _, s2 := range parts {
-				for _, k2 := range parts {
+				for _, k2 := range keys {
 					want := sign(strings.Compare(id, IdemID(s2, k2)))
-					if got := sign(cmpIdemID(id, s2, k2)); got != want {
-						t.Errorf("cmpIdemID(%q, %q, %q) = %d, want %d", id, s2, k2, got, want)
-					}
-					if got := sign(cmpIdemIDs(s1, k1, s2, k2)); got != want {
-						t.Errorf("cmpIdemIDs(%q, %q, %q, %q) = %d, want %d", s1, k1, s2, k2, got, want)
+					for _, h1 := range held(k1) {
+						for _, h2 := range held(k2) {
+							if got := sign(cmpScopeKeys(s1, h1, s2, h2)); got != want {
+								t.Errorf("cmpScopeKeys(%q, %+v, %q, %+v) = %d, want %d", s1, h1, s2, h2, got, want)
+							}
+						}
 					}
 				}
 			}
 		}
+	}
+	if k := keyOf("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"); !k.u || len(k.s) != 16 || k.String() != "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9" {
+		t.Errorf("a canonical UUID key held as %+v", k)
+	}
+	if k := keyOf("0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9"); k.u {
+		t.Error("an uppercase UUID held in 16 bytes: it would not read back as written")
 	}
 }
 

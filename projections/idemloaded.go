@@ -26,7 +26,10 @@ func (l *loadedRecords) reader(i int) *decBuf {
 }
 
 // id returns record i's id.
-func (l *loadedRecords) id(i int) string { return IdemID(scopeKey(l.reader(i))) }
+func (l *loadedRecords) id(i int) string {
+	scope, key := scopeKey(l.reader(i))
+	return IdemID(scope, key.String())
+}
 
 // at returns record i's time.
 func (l *loadedRecords) at(i int) int64 {
@@ -43,17 +46,18 @@ func (l *loadedRecords) record(i int) *IdemRecord {
 
 // find returns the index of the record with this id, or -1.
 func (l *loadedRecords) find(id string) int {
+	qs, qk := splitIdemID(id)
 	i, j := 0, len(l.off)
 	for i < j {
 		h := int(uint(i+j) >> 1)
-		if scope, key := scopeKey(l.reader(h)); cmpIdemID(id, scope, key) > 0 {
+		if scope, key := scopeKey(l.reader(h)); cmpScopeKeys(qs, qk, scope, key) > 0 {
 			i = h + 1
 		} else {
 			j = h
 		}
 	}
 	if i < len(l.off) {
-		if scope, key := scopeKey(l.reader(i)); cmpIdemID(id, scope, key) == 0 {
+		if scope, key := scopeKey(l.reader(i)); cmpScopeKeys(qs, qk, scope, key) == 0 {
 			return i
 		}
 	}
