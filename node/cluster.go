@@ -30,6 +30,9 @@ import (
 // its own projections, serves reads and forwards commands (forward.go).
 // The role changes in lease.go; following is follow.go.
 
+// A load reads the stream's soft bucket once, not once a prefix.
+var _ projections.WholeSoftReader = (*jetstream.Log)(nil)
+
 // Cluster defaults.
 const (
 	DefaultLeaseTTL = 5 * time.Second

@@ -102,7 +102,11 @@ const (
 // and the soft idempotency records ("no task" outcomes, quiet heartbeats;
 // expired ones too, until the collector deletes them).
 func (s *State) LoadSoft(src Source) error {
-	err := src.SoftRecords(softPresence, func(key string, v []byte) error {
+	src, err := readSoftOnce(src)
+	if err != nil {
+		return err
+	}
+	err = src.SoftRecords(softPresence, func(key string, v []byte) error {
 		var p Presence
 		if err := ledger.Unmarshal(v, &p); err != nil {
 			return fmt.Errorf("%w: presence %s: %v", ledger.ErrCorrupt, key, err)
@@ -156,6 +160,47 @@ func (s *State) LoadSoft(src Source) error {
 	}
 	if s.cfg.IdempotencyRetentionMs > 0 {
 		s.Idem.expire(s.Head.At, s.cfg.IdempotencyRetentionMs)
+	}
+	return nil
+}
+
+// WholeSoftReader is a Source whose every SoftRecords call reads its whole
+// soft store, whatever the prefix (a cluster's key-value bucket, which is
+// watched whole): LoadSoft reads it once and serves each prefix from that
+// copy instead of reading it once a prefix.
+type WholeSoftReader interface {
+	Source
+	SoftReadsWhole()
+}
+
+// softCopy serves SoftRecords from one read of the whole soft store, in
+// the order that read gave (its values the source's copies: a
+// WholeSoftReader's values outlive the call).
+type softCopy struct {
+	Source
+	keys []string
+	vals [][]byte
+}
+
+func readSoftOnce(src Source) (Source, error) {
+	if _, ok := src.(WholeSoftReader); !ok {
+		return src, nil
+	}
+	c := &softCopy{Source: src}
+	err := src.SoftRecords("", func(k string, v []byte) error {
+		c.keys, c.vals = append(c.keys, k), append(c.vals, v)
+		return nil
+	})
+	return c, err
+}
+
+func (c *softCopy) SoftRecords(prefix string, fn func(key string, value []byte) error) error {
+	for i, k := range c.keys {
+		if strings.HasPrefix(k, prefix) {
+			if err := fn(k, c.vals[i]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -369,3 +369,61 @@ func TestSoftRecordKeysOrderedByTime(t *testing.T) {
 		t.Fatal("a key for a record the view does not hold")
 	}
 }
+
+// wholeSoftSource is a softSource whose every read reads all of it (a
+// cluster's bucket), counting the reads.
+type wholeSoftSource struct {
+	softSource
+	reads *int
+}
+
+func (wholeSoftSource) SoftReadsWhole() {}
+func (w wholeSoftSource) SoftRecords(prefix string, fn func(string, []byte) error) error {
+	*w.reads++
+	return w.softSource.SoftRecords(prefix, fn)
+}
+
+// TestLoadSoftReadsAWholeStoreOnce: a source whose reads each read the
+// whole store is read once, and loads what the same records load from a
+// source read by prefix (presence, both key forms of soft records).
+func TestLoadSoftReadsAWholeStoreOnce(t *testing.T) {
+	a, b := noTaskRecord(), quietHeartbeatRecord()
+	rawA, _ := EncodeSoftIdem(a)
+	rawB, _ := EncodeSoftIdem(b)
+	pres, _ := ledger.Marshal(&Presence{ReceivedAt: 5, AppVersion: "1.2"})
+	src := softSource{SoftIdemPrefix + IdemID(a.Scope, a.Key): rawA, SoftIdemKey(IdemID(b.Scope, b.Key), b.At): rawB,
+		softPresence + "dev-1": pres}
+	cfg := Config{IdempotencyRetentionMs: 1000}
+	byPrefix, err := Rebuild(src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	whole, err := Rebuild(wholeSoftSource{src, &reads}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 {
+		t.Fatalf("the whole store read %d times, want once", reads)
+	}
+	if whole.Idem.SoftCount() != 2 || whole.Presence["dev-1"] == nil || !whole.Presence["dev-1"].Restored {
+		t.Fatalf("loaded %d soft records, presence %+v", whole.Idem.SoftCount(), whole.Presence["dev-1"])
+	}
+	for _, r := range []*IdemRecord{a, b} {
+		id := IdemID(r.Scope, r.Key)
+		kw, okw := whole.Idem.SoftKey(id)
+		kp, okp := byPrefix.Idem.SoftKey(id)
+		if kw != kp || okw != okp || !okw {
+			t.Fatalf("record %q under %q (%v), by prefix %q (%v)", id, kw, okw, kp, okp)
+		}
+	}
+	w, _ := whole.CanonicalWithSoft()
+	p, _ := byPrefix.CanonicalWithSoft()
+	if !bytes.Equal(w, p) {
+		t.Fatal("the projections loaded from one read differ from those loaded by prefix")
+	}
+	bad := wholeSoftSource{softSource{softPresence + "dev-2": []byte{0xc1}}, &reads}
+	if _, err := Rebuild(bad, cfg); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("a damaged presence record read once: %v, want ErrCorrupt", err)
+	}
+}

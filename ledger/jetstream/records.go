@@ -163,7 +163,12 @@ func watchAll(ctx context.Context, kv natsjs.KeyValue, filter string) (keys []st
 	}
 }
 
-// SoftRecords calls fn for every soft record whose key starts with prefix.
+// SoftReadsWhole says that SoftRecords watches the whole bucket whatever
+// the prefix (projections.WholeSoftReader): a load reads it once.
+func (l *Log) SoftReadsWhole() {}
+
+// SoftRecords calls fn for every soft record whose key starts with prefix
+// (each call watches the whole bucket; the values are copies).
 func (l *Log) SoftRecords(prefix string, fn func(key string, value []byte) error) error {
 	ctx, cancel := l.ctx()
 	defer cancel()
