@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"taskledger/ledger"
 )
 
 // Reads of this many messages or more stream through an ordered consumer
@@ -16,6 +18,21 @@ const (
 	consumerFrom  = 8
 	consumerFetch = 256
 )
+
+// orderedResetAttempts bounds how often one Fetch of an ordered consumer
+// creates its server-side consumer again before it fails (the library's
+// default is forever, with no way to cancel: a read in flight when the
+// connection closed never returned, and a node shutting down waited on it
+// for good). A failed fetch goes to the callers' own retries, which stop
+// when the node closes.
+const orderedResetAttempts = 3
+
+// orderedFrom is an ordered consumer of the stream from message from.
+func (l *Log) orderedFrom(ctx context.Context, from uint64) (natsjs.Consumer, error) {
+	return l.stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{
+		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: from, InactiveThreshold: 30 * time.Second,
+		MaxResetAttempts: orderedResetAttempts})
+}
 
 // noResponderRetries bounds how often read starts again after the server
 // answered "no responders" (a JetStream API request that found no server
@@ -63,8 +80,7 @@ func (l *Log) readFrom(ctx context.Context, next *uint64, to uint64, fn func(js 
 		}
 		return nil
 	}
-	cons, err := l.stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{
-		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: from, InactiveThreshold: 30 * time.Second})
+	cons, err := l.orderedFrom(ctx, from)
 	if err != nil {
 		return fmt.Errorf("jetstream: read from message %d: %w", from, err)
 	}
@@ -75,6 +91,9 @@ func (l *Log) consume(cons natsjs.Consumer, nextp *uint64, to uint64, fn func(js
 	next := *nextp
 	defer func() { *nextp = next }()
 	for next <= to {
+		if l.shut.Load() { // each fetch would dial a closed connection again
+			return fmt.Errorf("jetstream: read from message %d: %w", next, ledger.ErrClosed)
+		}
 		batch, err := cons.Fetch(int(min(to-next+1, consumerFetch)), natsjs.FetchMaxWait(l.cfg.Timeout))
 		if err != nil {
 			return fmt.Errorf("jetstream: read from message %d: %w", next, err)

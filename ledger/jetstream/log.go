@@ -84,6 +84,7 @@ type Log struct {
 	cfg        Config
 	nc         *nats.Conn
 	ownConn    bool
+	shut       atomic.Bool // Close was called (closed, read without mu)
 	js         natsjs.JetStream
 	stream     natsjs.Stream
 	soft       natsjs.KeyValue
@@ -245,6 +246,7 @@ func (l *Log) Close() error {
 		return ledger.ErrClosed
 	}
 	l.closed = true
+	l.shut.Store(true)
 	l.closeConn()
 	return nil
 }
