@@ -253,8 +253,26 @@ func TestFailoverUnderLoadLosesNothing(t *testing.T) {
 		return nil
 	})
 	elected := time.Since(crashed)
-	time.Sleep(2 * time.Second)
-	_, takeover, after := l.gapAround(crashed, 2*time.Second+elected)
+	// Then wait for an acknowledgement after that moment (none before it
+	// counts: the dead sequencer's last answers can arrive just after the
+	// crash, and its lease must expire before a standby takes over), and
+	// measure the gap over that time and one second more. No fixed window
+	// after the role changed: under load NATS takes up to 2 s to answer a
+	// lease renewal, more than the tests' TTL, so the node that reports
+	// "sequencer" may have let its local deadline pass (it answers 503
+	// until a renewal succeeds; a batch it refused costs a reload of its
+	// projections) or have lost the lease while it promoted (it steps down
+	// and the other standby needs an election of its own: the 20 s above).
+	tookOver := crashed.Add(elected)
+	jstest.Eventually(t, 20*time.Second, "an acknowledgement after a standby took over", func() error {
+		if _, _, n := l.gapAround(tookOver, 0); n == 0 {
+			return fmt.Errorf("none yet (roles %q %q)", nodes[1].Role(), nodes[2].Role())
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	served, _, _ := l.gapAround(tookOver, 0)
+	_, takeover, after := l.gapAround(crashed, time.Since(crashed))
 
 	// One NATS server dies: the stream's leader, the worst one to lose.
 	leader := streamLeader(servers, name+"_EVENTS")
@@ -278,13 +296,10 @@ func TestFailoverUnderLoadLosesNothing(t *testing.T) {
 	close(l.stop)
 	wg.Wait()
 
-	t.Logf("sequencer crash: a standby sequenced after %v; the longest time without an acknowledgement after the crash was %v (%d after it)",
-		elected.Round(time.Millisecond), takeover.Round(time.Millisecond), after)
+	t.Logf("sequencer crash: a standby sequenced after %v and the first acknowledgement came %v later; the longest time without an acknowledgement after the crash was %v (%d after it)",
+		elected.Round(time.Millisecond), served.Round(time.Millisecond), takeover.Round(time.Millisecond), after)
 	t.Logf("NATS stream leader lost: the first acknowledgement came %v after it, the longest time without one in the %v after it was %v (%d after it); %d acknowledged in all, %d answers retried (503 or no answer)",
 		resumed.Round(time.Millisecond), window.Round(time.Millisecond), pause.Round(time.Millisecond), afterNATS, len(l.acks), l.fails.Load())
-	if after == 0 {
-		t.Fatal("nothing was acknowledged after the sequencer crashed")
-	}
 	if afterNATS == 0 {
 		t.Fatal("nothing was acknowledged after a NATS server was lost")
 	}
