@@ -34,7 +34,10 @@ func StartCluster(t testing.TB, natsURL, name, dir string, ttl time.Duration, op
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
-	log, err := jetstream.Open(jetstream.Config{URL: natsURL, Name: name, Replicas: 3, Timeout: 2 * time.Second})
+	// A start waits for the cluster as `serve` does (its resources may not
+	// answer yet on a loaded machine: "no responders"), not one attempt.
+	log, err := jetstream.Open(jetstream.Config{URL: natsURL, Name: name, Replicas: 3, Timeout: 2 * time.Second,
+		StartTimeout: 30 * time.Second})
 	if err != nil {
 		srv.Close()
 		t.Fatalf("nodetest: open the stream: %v", err)
