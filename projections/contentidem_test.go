@@ -19,15 +19,7 @@ import (
 // without a record is not found.
 func TestLoadedRecordsAreFoundByTheirIDs(t *testing.T) {
 	s := contentState(t)
-	r, err := Restore(must(s.Canonical()), s.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id, rec := range s.Idem.Records {
-		if got := r.Idem.loadedRecord(id); !reflect.DeepEqual(got, rec) {
-			t.Errorf("looking up %q in the loaded records: %#v, want %#v", id, got, rec)
-		}
-	}
+	r := restoredFindsEveryRecord(t, s)
 	if r.Idem.loadedRecord("device:d0:op\x00k") != nil || r.Idem.loadedRecord("") != nil {
 		t.Error("an id without a record was found")
 	}
@@ -51,14 +43,8 @@ func TestLoadedKeysHeldAsUUIDsAreFound(t *testing.T) {
 			s.Idem.put(&IdemRecord{Scope: scope, Key: k, At: s.Head.At, Seq: uint64(i + 1), TaskID: uuid.NewString()})
 		}
 	}
-	r, err := Restore(must(s.Canonical()), s.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id, rec := range s.Idem.Records {
-		if got := r.Idem.loadedRecord(id); !reflect.DeepEqual(got, rec) {
-			t.Errorf("looking up %q: %#v, want %#v", id, got, rec)
-		}
+	r := restoredFindsEveryRecord(t, s)
+	for id := range s.Idem.Records {
 		if got := r.Idem.loadedRecord(id + "~"); got != nil {
 			t.Errorf("%q~, never recorded, found as %#v", id, got)
 		}
@@ -66,6 +52,22 @@ func TestLoadedKeysHeldAsUUIDsAreFound(t *testing.T) {
 	if got := r.Idem.loadedRecord(IdemID("device:a:start", uuid.NewString())); got != nil {
 		t.Errorf("a fresh key found as %#v", got)
 	}
+}
+
+// restoredFindsEveryRecord restores s from its canonical bytes and checks
+// that every record of s is found among the loaded ones, decoded as it was.
+func restoredFindsEveryRecord(t *testing.T, s *State) *State {
+	t.Helper()
+	r, err := Restore(must(s.Canonical()), s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, rec := range s.Idem.Records {
+		if got := r.Idem.loadedRecord(id); !reflect.DeepEqual(got, rec) {
+			t.Errorf("looking up %q in the loaded records: %#v, want %#v", id, got, rec)
+		}
+	}
+	return r
 }
 
 // TestUUIDStringsTakeSeventeenBytes: a canonical UUID is written as 0 and

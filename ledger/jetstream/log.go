@@ -84,7 +84,7 @@ type Log struct {
 	cfg        Config
 	nc         *nats.Conn
 	ownConn    bool
-	shut       atomic.Bool // Close was called (closed, read without mu)
+	shut       atomic.Bool // Close was called (set under mu; read without it where a read must not wait)
 	js         natsjs.JetStream
 	stream     natsjs.Stream
 	soft       natsjs.KeyValue
@@ -106,8 +106,7 @@ type Log struct {
 	broken  error            // a pending append failed: every later one fails
 
 	mu      sync.Mutex // guards what follows: the log as read so far
-	closed  bool
-	lastJS  uint64 // JetStream sequence of the newest batch message read
+	lastJS  uint64     // JetStream sequence of the newest batch message read
 	head    ledger.Head
 	batches []batchRef // every batch message, in order
 	streams map[string][]uint64
@@ -242,10 +241,9 @@ func (l *Log) closeConn() {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.shut.Load() {
 		return ledger.ErrClosed
 	}
-	l.closed = true
 	l.shut.Store(true)
 	l.closeConn()
 	return nil
@@ -256,7 +254,7 @@ func (l *Log) Close() error {
 func (l *Log) sync() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.shut.Load() {
 		return ledger.ErrClosed
 	}
 	var info *natsjs.StreamInfo

@@ -87,7 +87,7 @@ func (l *Log) publishAsync(p *pendingAppend) error {
 	} else {
 		var closed bool
 		l.mu.Lock()
-		head, lastJS, closed = l.head, l.lastJS, l.closed
+		head, lastJS, closed = l.head, l.lastJS, l.shut.Load()
 		l.mu.Unlock()
 		if closed {
 			return ledger.ErrClosed
