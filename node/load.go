@@ -171,7 +171,7 @@ func NewSnapshot(st *projections.State, kcv []byte) (*snapshots.Snapshot, error)
 // SnapshotOf encodes a capture of projections derived with cfg as a
 // snapshot (outside any lock: the capture shares nothing mutable).
 func SnapshotOf(c *projections.Capture, cfg projections.Config, kcv []byte) (*snapshots.Snapshot, error) {
-	content, err := c.Encode()
+	content, err := c.EncodeSnapshot()
 	if err != nil {
 		return nil, err
 	}

@@ -165,6 +165,9 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config, progress func
 	if err != nil {
 		return nil, 0, err
 	}
+	for _, w := range st.RecordRows() { // the records alive at the head, and rows an entry still names
+		add(w)
+	}
 	return st, n, writeSorted(store, ws)
 }
 
@@ -265,7 +268,7 @@ func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(
 	}
 	onTomb := func(t string) error { return check(projections.TombWrite(t)) }
 	finish := func(st *projections.State) error {
-		for _, w := range st.ReadModelMeta() {
+		for _, w := range append(st.ReadModelMeta(), st.RecordRows()...) {
 			if err := check(w); err != nil {
 				return err
 			}

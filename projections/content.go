@@ -13,7 +13,7 @@ import (
 	"taskledger/ledger"
 )
 
-// # Content encoding (version 8)
+// # Content encoding (version 9)
 //
 // The canonical bytes of the projections (State.Canonical, a snapshot's
 // content) are a compact binary encoding written by hand for the types of
@@ -22,7 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ8\n"
+//	magic        8 bytes "TLPROJ9\n"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
@@ -32,7 +32,9 @@ import (
 //	  devices    count, then every device by id
 //	  idem       the idempotency records by id and their expiry order
 //	             (contentidem.go); a start keeps them encoded and decodes
-//	             one when it is looked up
+//	             one when it is looked up. A snapshot of projections with
+//	             a read model names each record by its seq, and the
+//	             record is its row in the read model (D462)
 //	  tombstones count, then the sorted 32-byte tombstone ids, back to back
 //	  admins     count, then every admin token the log names, by name
 //	             (name, hash, status, role, created, revoked)
@@ -48,7 +50,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ8\n"
+const contentMagic = "TLPROJ9\n"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it copies what can change in place (the
@@ -109,15 +111,24 @@ func (c *Capture) tasks() []*Task {
 func (c *Capture) Head() ledger.Head { return c.head }
 
 // Encode returns the canonical bytes of the captured projections: the same
-// bytes State.Canonical gives for the state it was captured from. The task
-// and idempotency sections are encoded in parallel.
-func (c *Capture) Encode() ([]byte, error) {
+// bytes State.Canonical gives for the state it was captured from, every
+// idempotency record whole. The task and idempotency sections are encoded
+// in parallel.
+func (c *Capture) Encode() ([]byte, error) { return c.encode(false) }
+
+// EncodeSnapshot returns the content of a snapshot of the captured
+// projections: Encode's, except that when every record has its row in the
+// read model (the bbolt file's projections) records are named by seq
+// (D462). Restored, it equals Encode's once the read model is attached.
+func (c *Capture) EncodeSnapshot() ([]byte, error) { return c.encode(c.idem.ref) }
+
+func (c *Capture) encode(ref bool) ([]byte, error) {
 	var tasks []byte
 	var terr error
 	var wg sync.WaitGroup
 	wg.Go(func() { tasks, terr = encodeTasks(c.tasks()) })
 	devices, derr := encodeDevices(c.devices)
-	idem, ierr := encodeIdem(&c.idem)
+	idem, ierr := encodeIdem(&c.idem, ref)
 	tombs, serr := encodeTombstones(slices.Clone(c.idem.tombs), &c.idem.filter) // sorted in place
 	admins := encodeAdminTokens(c.admins)
 	wg.Wait()

@@ -86,7 +86,7 @@ func exported(s *State) map[string]any {
 		tasks[id] = c
 	}
 	return map[string]any{"head": s.Head, "claims": s.ServerClaims, "tasks": tasks, "devices": s.Devices,
-		"admins": s.AdminTokens, "records": s.Idem.allRecords(), "order": s.Idem.fullOrder(), "tombstones": tombs}
+		"admins": s.AdminTokens, "records": must(s.Idem.allRecords()), "order": s.Idem.fullOrder(), "tombstones": tombs}
 }
 
 // TestContentRoundTrip: Restore(Canonical(s)) has every field of s, and

@@ -3,7 +3,10 @@ package projections
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+
+	"taskledger/ledger"
 )
 
 // The idem section of the content (content.go):
@@ -48,6 +51,15 @@ type tabEnc struct {
 }
 
 func (e *tabEnc) t(s string) {
+	if e.idx == nil { // one record's table: a few strings
+		i := slices.Index(e.tab, s)
+		if i < 0 {
+			i = len(e.tab)
+			e.tab = append(e.tab, s)
+		}
+		e.uv(uint64(i))
+		return
+	}
 	i, ok := e.idx[s]
 	if !ok {
 		i = uint64(len(e.tab))
@@ -60,7 +72,7 @@ func (e *tabEnc) t(s string) {
 // encodeIdem writes the idem section of a capture: the records recorded
 // since the load (the captured order) and the loaded records from
 // position next of their order on.
-func encodeIdem(c *idemCapture) ([]byte, error) {
+func encodeIdem(c *idemCapture, ref bool) ([]byte, error) {
 	live := c.liveGroups()
 	l := c.loaded
 	var nLoaded, loadedSize int
@@ -76,7 +88,11 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 	put := func(id string, r *IdemRecord) {
 		yieldEvery(n)
 		one.b = one.b[:0]
-		one.record(id, r)
+		if ref {
+			one.recordRef(id, r)
+		} else {
+			one.record(id, r)
+		}
 		rec.uv(uint64(len(one.b)))
 		rec.b = append(rec.b, one.b...)
 		n++
@@ -103,7 +119,21 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 			continue
 		}
 		newIdx[i] = int32(n)
-		put(id, l.record(i))
+		if ref { // its row is on disk: the fields a section keeps are enough
+			scope, key, at, seq := l.short(i)
+			yieldEvery(n)
+			one.b = one.b[:0]
+			one.ref(scope, key, at, seq)
+			rec.uv(uint64(len(one.b)))
+			rec.b = append(rec.b, one.b...)
+			n++
+			continue
+		}
+		r, err := l.record(i, c.finished)
+		if err != nil {
+			return nil, err
+		}
+		put(id, r)
 	}
 	for ; j < len(live); j++ {
 		putLive(&live[j])
@@ -114,8 +144,9 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 	if n > math.MaxInt32-1 {
 		return nil, fmt.Errorf("projections: encode: %d idempotency records", n)
 	}
-	ord, total := encodeIdemOrder(c, live, newIdx)
-	e := newEncBuf(len(rec.b) + len(ord) + 64*len(one.tab) + 3*binaryMaxVarint)
+	ord, total := encodeIdemOrder(c, live, newIdx, ref)
+	e := newEncBuf(len(rec.b) + len(ord) + 64*len(one.tab) + 4*binaryMaxVarint)
+	e.flag(ref)
 	e.uv(uint64(len(one.tab)))
 	for _, s := range one.tab {
 		e.str(s)
@@ -129,20 +160,52 @@ func encodeIdem(c *idemCapture) ([]byte, error) {
 
 // encodeIdemOrder writes the expiry order: per entry the index + 1 of its
 // id's record in the section, or 0 and the id when the id has none.
-func encodeIdemOrder(c *idemCapture, live []liveGroup, newIdx []int32) ([]byte, int) {
+func encodeIdemOrder(c *idemCapture, live []liveGroup, newIdx []int32, ref bool) ([]byte, int) {
 	l := c.loaded
 	nLoaded := 0
 	if l != nil {
 		nLoaded = len(l.order) - c.next
 	}
 	ord := newEncBuf(8 * (len(c.order) + nLoaded))
-	emit := func(id string, k int32) {
+	// emit writes an entry: its id's record, and in a section that names
+	// records by seq the entry's own record's seq when it is another one
+	// (0 when the same or none: an id recorded twice, which only logs no
+	// command writes hold).
+	emit := func(id string, k int32, own, recSeq uint64) {
 		if k >= 0 {
 			ord.uv(uint64(k) + 1)
-			return
+		} else {
+			ord.uv(0)
+			ord.str(id)
 		}
-		ord.uv(0)
-		ord.str(id)
+		if ref {
+			if own == recSeq {
+				own = 0
+			}
+			ord.uv(own)
+		}
+	}
+	var seqOf []uint64 // the seq of each encoded record, by index
+	if ref {
+		seqOf = make([]uint64, 0, len(newIdx)+len(live))
+		for i, k := range newIdx {
+			if k >= 0 {
+				seqOf = growTo(seqOf, int(k))
+				_, _, _, seqOf[k] = l.short(i)
+			}
+		}
+		for gi := range live {
+			if g := &live[gi]; g.k >= 0 {
+				seqOf = growTo(seqOf, int(g.k))
+				seqOf[g.k] = g.rec.Seq
+			}
+		}
+	}
+	recSeq := func(k int32) uint64 {
+		if k < 0 || int(k) >= len(seqOf) {
+			return 0
+		}
+		return seqOf[k]
 	}
 	for p := c.next; l != nil && p < len(l.order); p++ {
 		id, i := l.entry(p)
@@ -155,7 +218,11 @@ func encodeIdemOrder(c *idemCapture, live []liveGroup, newIdx []int32) ([]byte, 
 				k = g.k
 			}
 		}
-		emit(id, k)
+		var own uint64
+		if ref {
+			own = l.ownSeq(p, i)
+		}
+		emit(id, k, own, recSeq(k))
 	}
 	at := make([]int32, len(c.order))
 	for gi := range live {
@@ -164,9 +231,21 @@ func encodeIdemOrder(c *idemCapture, live []liveGroup, newIdx []int32) ([]byte, 
 		}
 	}
 	for p, e := range c.order {
-		emit(e.ID, at[p])
+		var own uint64
+		if e.Rec != nil {
+			own = e.Rec.Seq
+		}
+		emit(e.ID, at[p], own, recSeq(at[p]))
 	}
 	return ord.b, nLoaded + len(c.order)
+}
+
+// growTo returns s long enough to hold index i.
+func growTo(s []uint64, i int) []uint64 {
+	if i < len(s) {
+		return s
+	}
+	return append(s, make([]uint64, i+1-len(s))...)
 }
 
 func (e *tabEnc) record(id string, r *IdemRecord) {
@@ -223,6 +302,67 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 		e.t(v.Kind)
 		e.tm(p.ServerTime, v.CapturedAt)
 	}
+}
+
+// recordRef writes what a section that names records by seq keeps of a
+// record: scope, key, time and seq (the first fields of record's
+// encoding); the whole record is its row in the read model (RecordWrite).
+func (e *tabEnc) recordRef(id string, r *IdemRecord) {
+	if !isIdemID(id, r.Scope, r.Key) {
+		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
+		return
+	}
+	e.ref(r.Scope, keyOf(r.Key), r.At, r.Seq)
+}
+
+func (e *tabEnc) ref(scope string, key idemKey, at int64, seq uint64) {
+	e.t(scope)
+	if key.u {
+		e.uv(0)
+		e.b = append(e.b, key.s...)
+	} else {
+		e.uv(uint64(len(key.s)) + 1)
+		e.b = append(e.b, key.s...)
+	}
+	e.sv(at)
+	e.uv(seq)
+}
+
+// RecordWrite is the read-model write of a record's row: the record with
+// the few strings it names, self-contained.
+func RecordWrite(r *IdemRecord) ledger.ReadModelWrite {
+	one := &tabEnc{encBuf: newEncBuf(192)}
+	one.record(IdemID(r.Scope, r.Key), r)
+	e := newEncBuf(len(one.b) + 96)
+	e.uv(uint64(len(one.tab)))
+	for _, s := range one.tab {
+		e.str(s)
+	}
+	e.b = append(e.b, one.b...)
+	return ledger.ReadModelWrite{Bucket: RMRecords, Key: u64key(r.Seq), Value: e.b}
+}
+
+// decodeRecordRow decodes a row of the records bucket.
+func decodeRecordRow(row string) (*IdemRecord, error) {
+	d := &decBuf{s: row}
+	n := d.n()
+	if n > 64 {
+		d.fail("record row table")
+		return nil, d.err
+	}
+	d.tab = make([]string, n)
+	for i := range d.tab {
+		d.tab[i] = d.str()
+	}
+	var x idemRecordDec
+	r := x.read(d)
+	if d.err == nil && d.p != len(d.s) {
+		d.fail("trailing bytes after a record row")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("projections: idempotency record row: %w", d.err)
+	}
+	return r, nil
 }
 
 // isIdemID reports whether id is IdemID(scope, key), without building it.
@@ -397,41 +537,8 @@ func (x *idemRecordDec) decode(d *decBuf) (scope string, key idemKey, fp string)
 	return scope, key, fp
 }
 
-// decode loads an idem section: the table and the order are read, every
-// record is checked (so a later lookup cannot fail) but left encoded.
-func (v *IdemView) decode(sec string) error {
-	d := &decBuf{s: sec}
-	l := &loadedRecords{sec: sec}
-	l.tab = make([]string, d.n())
-	for i := range l.tab {
-		l.tab[i] = d.str()
-	}
-	d.tab = l.tab
-	n := d.n()
-	if n >= math.MaxInt32 {
-		d.fail("record count")
-		return d.err
-	}
-	l.off = make([]int, n)
-	x := idemRecordDec{lazy: true}
-	var prevScope string
-	var prevKey idemKey
-	for i := range l.off {
-		l.off[i] = d.p
-		size := d.n()
-		end := d.p + size
-		scope, key, _ := x.decode(d)
-		if d.err == nil && d.p != end {
-			d.fail("idempotency record length")
-		}
-		if d.err == nil && i > 0 && cmpScopeKeys(scope, key, prevScope, prevKey) <= 0 {
-			d.fail("idempotency records out of order")
-		}
-		if d.err != nil {
-			return d.err
-		}
-		prevScope, prevKey = scope, key
-	}
+// decodeOrder reads the expiry order of a section of n records.
+func (l *loadedRecords) decodeOrder(d *decBuf, n int) error {
 	no := d.n()
 	if no >= math.MaxInt32 {
 		d.fail("order length")
@@ -456,16 +563,73 @@ func (v *IdemView) decode(sec string) error {
 		default:
 			d.fail("idempotency order entry")
 		}
+		if l.ref {
+			if own := d.uv(); own != 0 {
+				if l.own == nil {
+					l.own = map[int32]uint64{}
+				}
+				l.own[int32(p)] = own
+			}
+		}
 		if d.err != nil {
 			return d.err
 		}
 	}
 	if d.p != len(d.s) {
 		d.fail("trailing bytes after the idempotency records")
+	}
+	return d.err
+}
+
+// decode loads an idem section: the table and the order are read, every
+// record is checked (so a later lookup cannot fail) but left encoded.
+func (v *IdemView) decode(sec string) error {
+	d := &decBuf{s: sec}
+	l := &loadedRecords{sec: sec}
+	l.ref = d.flag()
+	l.tab = make([]string, d.n())
+	for i := range l.tab {
+		l.tab[i] = d.str()
+	}
+	d.tab = l.tab
+	n := d.n()
+	if n >= math.MaxInt32 {
+		d.fail("record count")
 		return d.err
 	}
+	l.off = make([]int, n)
+	x := idemRecordDec{lazy: true}
+	var prevScope string
+	var prevKey idemKey
+	for i := range l.off {
+		l.off[i] = d.p
+		size := d.n()
+		end := d.p + size
+		var scope string
+		var key idemKey
+		if l.ref {
+			scope, key = scopeKey(d)
+			d.sv()
+			d.uv()
+		} else {
+			scope, key, _ = x.decode(d)
+		}
+		if d.err == nil && d.p != end {
+			d.fail("idempotency record length")
+		}
+		if d.err == nil && i > 0 && cmpScopeKeys(scope, key, prevScope, prevKey) <= 0 {
+			d.fail("idempotency records out of order")
+		}
+		if d.err != nil {
+			return d.err
+		}
+		prevScope, prevKey = scope, key
+	}
+	if err := l.decodeOrder(d, n); err != nil {
+		return err
+	}
 	v.Records, v.Order, v.next = map[string]*IdemRecord{}, nil, 0
-	if n > 0 || no > 0 {
+	if n > 0 || len(l.order) > 0 {
 		v.loaded = l
 	}
 	return nil

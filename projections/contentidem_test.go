@@ -20,7 +20,7 @@ import (
 func TestLoadedRecordsAreFoundByTheirIDs(t *testing.T) {
 	s := contentState(t)
 	r := restoredFindsEveryRecord(t, s)
-	if r.Idem.loadedRecord("device:d0:op\x00k") != nil || r.Idem.loadedRecord("") != nil {
+	if must(r.Idem.loadedRecord("device:d0:op\x00k")) != nil || must(r.Idem.loadedRecord("")) != nil {
 		t.Error("an id without a record was found")
 	}
 }
@@ -45,11 +45,11 @@ func TestLoadedKeysHeldAsUUIDsAreFound(t *testing.T) {
 	}
 	r := restoredFindsEveryRecord(t, s)
 	for id := range s.Idem.Records {
-		if got := r.Idem.loadedRecord(id + "~"); got != nil {
+		if got := must(r.Idem.loadedRecord(id + "~")); got != nil {
 			t.Errorf("%q~, never recorded, found as %#v", id, got)
 		}
 	}
-	if got := r.Idem.loadedRecord(IdemID("device:a:start", uuid.NewString())); got != nil {
+	if got := must(r.Idem.loadedRecord(IdemID("device:a:start", uuid.NewString()))); got != nil {
 		t.Errorf("a fresh key found as %#v", got)
 	}
 }
@@ -63,7 +63,7 @@ func restoredFindsEveryRecord(t *testing.T, s *State) *State {
 		t.Fatal(err)
 	}
 	for id, rec := range s.Idem.Records {
-		if got := r.Idem.loadedRecord(id); !reflect.DeepEqual(got, rec) {
+		if got := must(r.Idem.loadedRecord(id)); !reflect.DeepEqual(got, rec) {
 			t.Errorf("looking up %q in the loaded records: %#v, want %#v", id, got, rec)
 		}
 	}

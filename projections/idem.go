@@ -3,6 +3,8 @@ package projections
 import (
 	"crypto/sha256"
 	"slices"
+
+	"taskledger/ledger"
 )
 
 // Reply holds the values of a device answer as of the original command, so
@@ -91,6 +93,16 @@ type IdemView struct {
 	goneSeq     int
 	// expiredSince counts the records expired since the last shrink.
 	expiredSince int
+	// The read model's records bucket (RMRecords) holds, by seq, every
+	// record from its put until its entry leaves the order (expiry), so
+	// that a snapshot names records by seq instead of holding them
+	// (D462). rmOn: the projections keep the bucket on disk, and
+	// rmWrites are its writes since the last TakeReadModel. rows, when
+	// not nil, follows the bucket through a replay instead (a rebuild
+	// writes it, a verifier compares it).
+	rmOn     bool
+	rmWrites []ledger.ReadModelWrite
+	rows     map[uint64]*IdemRecord
 }
 
 func newIdemView() *IdemView {
@@ -120,7 +132,11 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 		}
 		return r, false
 	}
-	if r := v.loadedRecord(id); r != nil {
+	if r, err := v.loadedRecord(id); err != nil {
+		// The read model cannot be read (closed, or damaged): the answer
+		// that changes nothing, as for a tombstone below.
+		return nil, true
+	} else if r != nil {
 		if r.At+retention <= headAt {
 			return nil, true
 		}
@@ -155,7 +171,41 @@ func (v *IdemView) put(r *IdemRecord) {
 	r.Key = id[len(r.Scope)+1:] // the id holds the key: not twice in the heap
 	v.Records[id] = r
 	v.Order = append(v.Order, IdemEntry{ID: id, Rec: r})
+	v.rowPut(r)
 }
+
+// rowPut and rowDel follow a record's row in the read model's records
+// bucket (a delete of a row already gone changes nothing).
+func (v *IdemView) rowPut(r *IdemRecord) {
+	if v.rows != nil {
+		v.rows[r.Seq] = r
+	}
+	if v.rmOn {
+		v.rmWrites = append(v.rmWrites, RecordWrite(r))
+	}
+}
+
+func (v *IdemView) rowDel(seq uint64) {
+	if v.rows != nil {
+		delete(v.rows, seq)
+	}
+	if v.rmOn {
+		v.rmWrites = append(v.rmWrites, ledger.ReadModelWrite{Bucket: RMRecords, Key: u64key(seq)})
+	}
+}
+
+// drainRecordWrites returns the records bucket's writes since the last
+// drain, in the order they were made.
+func (v *IdemView) drainRecordWrites() []ledger.ReadModelWrite {
+	ws := v.rmWrites
+	v.rmWrites = nil
+	return ws
+}
+
+// recordsOnDisk says that every record of the projections has its row on
+// disk (a load checked the read model is at the head): from now on each
+// put and expiry writes its row with the batch (TakeReadModel).
+func (v *IdemView) recordsOnDisk() { v.rmOn, v.rmWrites, v.rows = true, nil, nil }
 
 // tombstone marks the record id as expired.
 func (v *IdemView) tombstone(id string) {
@@ -194,6 +244,10 @@ func (v *IdemView) tombsWritten() {
 func (v *IdemView) drop(id string, r *IdemRecord, e *IdemRecord) {
 	delete(v.Records, id)
 	v.tombstone(id)
+	v.rowDel(r.Seq)
+	if e != nil && e != r {
+		v.rowDel(e.Seq)
+	}
 	if r != e {
 		if v.dropped == nil {
 			v.dropped = map[string]*IdemRecord{}
@@ -220,8 +274,13 @@ func (v *IdemView) expireFront(headAt, retention int64) {
 		}
 		if r != nil {
 			v.drop(e.ID, r, e.Rec)
-		} else if d := v.dropped[e.ID]; d != nil && d == e.Rec {
-			delete(v.dropped, e.ID) // no entry names it any more
+		} else {
+			if e.Rec != nil {
+				v.rowDel(e.Rec.Seq)
+			}
+			if d := v.dropped[e.ID]; d != nil && d == e.Rec {
+				delete(v.dropped, e.ID) // no entry names it any more
+			}
 		}
 		n++
 	}

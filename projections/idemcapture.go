@@ -24,11 +24,15 @@ type idemCapture struct {
 	next    int
 	filter  tombFilter // its newest segment copied
 	tombs   []string   // KeepSettled: every tombstone (shared, read only); else none
+	// ref: every record has its row in the read model, so a snapshot may
+	// name records by seq; finished reads the rows of loaded ones.
+	ref      bool
+	finished FinishedStore
 }
 
 func (v *IdemView) capture(keep bool) idemCapture {
 	c := idemCapture{order: v.Order, dropped: maps.Clone(v.dropped), loaded: v.loaded, next: v.next,
-		filter: v.filter.capture()}
+		filter: v.filter.capture(), ref: v.rmOn, finished: v.finished}
 	if keep { // nothing drains them: the snapshot carries them
 		c.tombs = v.tombs
 	}

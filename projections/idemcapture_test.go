@@ -30,7 +30,7 @@ func TestCapturedRecordsAreTheLiveOnes(t *testing.T) {
 		s.Head.At = at
 		s.Idem.expire(at, retention)
 		if step%7 == 0 {
-			earlier = append(earlier, taken{s.Capture(), s.Idem.allRecords(), s.Idem.fullOrder()})
+			earlier = append(earlier, taken{s.Capture(), must(s.Idem.allRecords()), s.Idem.fullOrder()})
 		}
 	}
 	if len(s.Idem.tombs) == 0 || len(s.Idem.Tombstones) != len(s.Idem.tombs) {
@@ -45,7 +45,7 @@ func TestCapturedRecordsAreTheLiveOnes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.Idem.allRecords(); !reflect.DeepEqual(got, e.records) {
+		if got := must(r.Idem.allRecords()); !reflect.DeepEqual(got, e.records) {
 			t.Fatalf("capture %d: %d records restored, %d held when captured", i, len(got), len(e.records))
 		}
 		if got := r.Idem.fullOrder(); !reflect.DeepEqual(got, e.order) {

@@ -1,5 +1,10 @@
 package projections
 
+import (
+	"errors"
+	"fmt"
+)
+
 // loadedRecords are the idempotency records a snapshot held, left in the
 // snapshot's encoding (the idem section, contentidem.go) and decoded one
 // at a time when looked up: start-up from a snapshot of millions of
@@ -16,7 +21,17 @@ type loadedRecords struct {
 	// the order does not name it): record i has expired once next passes
 	// it.
 	first []int32
+	// ref: the section names each record by its seq (scope, key, time and
+	// seq); the record itself is its row in the read model's records
+	// bucket (D462). own holds, by order position, an entry's own
+	// record's seq where it is not its id's record (an id recorded twice).
+	ref bool
+	own map[int32]uint64
 }
+
+// errNoReadModel: a record a snapshot names by seq is looked up where no
+// read model is attached.
+var errNoReadModel = errors.New("projections: an idempotency record is on disk and no read model is attached")
 
 // reader returns a decoder positioned on record i's fields.
 func (l *loadedRecords) reader(i int) *decBuf {
@@ -38,10 +53,53 @@ func (l *loadedRecords) at(i int) int64 {
 	return d.sv()
 }
 
-// record decodes record i (checked when the section was loaded).
-func (l *loadedRecords) record(i int) *IdemRecord {
-	var dst idemRecordDec
-	return dst.read(l.reader(i))
+// short returns record i's scope, key, time and seq.
+func (l *loadedRecords) short(i int) (scope string, key idemKey, at int64, seq uint64) {
+	d := l.reader(i)
+	scope, key = scopeKey(d)
+	at = d.sv()
+	return scope, key, at, d.uv()
+}
+
+// ownSeq is the seq of the record the entry at order position p recorded
+// (i is the record its id had when encoded, -1 for none; 0: none known).
+func (l *loadedRecords) ownSeq(p, i int) uint64 {
+	if s, ok := l.own[int32(p)]; ok {
+		return s
+	}
+	if i < 0 {
+		return 0
+	}
+	_, _, _, seq := l.short(i)
+	return seq
+}
+
+// record decodes record i (checked when the section was loaded); in a
+// section that names records by seq it reads its row from f.
+func (l *loadedRecords) record(i int, f FinishedStore) (*IdemRecord, error) {
+	if !l.ref {
+		var dst idemRecordDec
+		return dst.read(l.reader(i)), nil
+	}
+	scope, key, _, seq := l.short(i)
+	if f == nil {
+		return nil, errNoReadModel
+	}
+	row, err := f.ReadModelGet(RMRecords, u64key(seq))
+	if err != nil {
+		return nil, err
+	}
+	if row == nil {
+		return nil, fmt.Errorf("projections: the idempotency record of seq %d is missing from the read model", seq)
+	}
+	r, err := decodeRecordRow(string(row))
+	if err != nil {
+		return nil, err
+	}
+	if r.Seq != seq || cmpScopeKeys(r.Scope, keyOf(r.Key), scope, key) != 0 {
+		return nil, fmt.Errorf("projections: the read model's idempotency record of seq %d is another record", seq)
+	}
+	return r, nil
 }
 
 // find returns the index of the record with this id, or -1.
@@ -76,16 +134,16 @@ func (l *loadedRecords) entry(p int) (string, int) {
 
 // loadedRecord returns the loaded record with this id that has not
 // expired, or nil.
-func (v *IdemView) loadedRecord(id string) *IdemRecord {
+func (v *IdemView) loadedRecord(id string) (*IdemRecord, error) {
 	l := v.loaded
 	if l == nil {
-		return nil
+		return nil, nil
 	}
 	i := l.find(id)
 	if i < 0 || int(l.first[i]) < v.next {
-		return nil
+		return nil, nil
 	}
-	return l.record(i)
+	return l.record(i, v.finished)
 }
 
 // expireLoaded expires loaded records from the front of their order, as
@@ -95,6 +153,7 @@ func (v *IdemView) expireLoaded(headAt, retention int64) bool {
 	l := v.loaded
 	for v.next < len(l.order) {
 		id, i := l.entry(v.next)
+		own := l.ownSeq(v.next, i)      // the entry's own record: its row goes as the entry leaves
 		if r, ok := v.Records[id]; ok { // put again since the load (never by commands)
 			if r.At+retention > headAt {
 				return false
@@ -105,6 +164,12 @@ func (v *IdemView) expireLoaded(headAt, retention int64) bool {
 				return false
 			}
 			v.tombstone(id)
+			if _, _, _, seq := l.short(i); seq != own {
+				v.rowDel(seq)
+			}
+		}
+		if own != 0 {
+			v.rowDel(own)
 		}
 		v.next++
 	}
@@ -113,19 +178,23 @@ func (v *IdemView) expireLoaded(headAt, retention int64) bool {
 
 // allRecords returns every record that has not expired, by id: the ones
 // added since the load and the loaded ones they do not replace.
-func (v *IdemView) allRecords() map[string]*IdemRecord {
+func (v *IdemView) allRecords() (map[string]*IdemRecord, error) {
 	m := make(map[string]*IdemRecord, len(v.Records))
 	if l := v.loaded; l != nil {
 		for i := range l.off {
 			if int(l.first[i]) >= v.next {
-				m[l.id(i)] = l.record(i)
+				r, err := l.record(i, v.finished)
+				if err != nil {
+					return nil, err
+				}
+				m[l.id(i)] = r
 			}
 		}
 	}
 	for id, r := range v.Records {
 		m[id] = r
 	}
-	return m
+	return m, nil
 }
 
 // fullOrder returns the expiry order: the loaded one from next on, then

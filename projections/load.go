@@ -45,7 +45,11 @@ func (s *State) Replay(src Source, progress func(seq uint64)) error {
 // records. Tasks that settle on the way are dropped (the read model on
 // disk holds them).
 func Rebuild(src Source, cfg Config) (*State, error) {
-	return RebuildSettling(src, cfg, func(*Task) error { return nil }, func(string) error { return nil }, nil)
+	s, err := RebuildSettling(src, cfg, func(*Task) error { return nil }, func(string) error { return nil }, nil)
+	if s != nil {
+		s.Idem.rows = nil
+	}
+	return s, err
 }
 
 // RebuildSettling replays the whole log like Rebuild, handing every task
@@ -59,6 +63,7 @@ func RebuildSettling(src Source, cfg Config, onSettle func(*Task) error, onTomb 
 	s := New(cfg)
 	s.onSettle = onSettle
 	if !cfg.KeepSettled { // else nothing is on disk: the projections keep them
+		s.Idem.rows = map[uint64]*IdemRecord{}
 		s.Idem.onTomb = func(t string) {
 			if s.settleErr == nil {
 				s.settleErr = onTomb(t)

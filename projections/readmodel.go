@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 
 	"taskledger/ledger"
@@ -35,6 +36,7 @@ const (
 	RMAmended = ledger.ReadModelPrefix + "amended"    // task id of a settled task amended at least once (revision > 1) → empty
 	RMTombs   = ledger.ReadModelPrefix + "tombstones" // SHA-256 of an expired key's scope and key (32 bytes) → empty
 	RMBlobs   = ledger.ReadModelPrefix + "blobs"      // blob sha256 (hex), 0, task id → task id: the images and evidence it names
+	RMRecords = ledger.ReadModelPrefix + "records"    // seq (8 bytes) → the idempotency record its event made, while it has not expired
 	RMMeta    = ledger.ReadModelPrefix + "meta"       // "head" → seq; "counts" → settled tasks per state; "version" → version, schema, retention
 )
 
@@ -147,6 +149,7 @@ func (s *State) compactOrder() {
 func (s *State) SettleLoaded() {
 	s.toWrite, s.toWriteIDs, s.justWritten = nil, nil, nil
 	s.Idem.tombsWritten()
+	s.Idem.recordsOnDisk()
 }
 
 // TombWrite is the read-model write of a tombstone (an expired key's
@@ -173,6 +176,7 @@ func (s *State) TakeReadModel() ([]ledger.ReadModelWrite, error) {
 	for _, t := range s.Idem.drainTombs() {
 		ws = append(ws, TombWrite(t))
 	}
+	ws = append(ws, s.Idem.drainRecordWrites()...)
 	return append(ws, rmHeadWrite(s.Head.Seq), s.rmCountsWrite()), nil
 }
 
@@ -206,6 +210,18 @@ func (s *State) rmCountsWrite() ledger.ReadModelWrite {
 func (s *State) ReadModelMeta() []ledger.ReadModelWrite {
 	return []ledger.ReadModelWrite{rmHeadWrite(s.Head.Seq), s.rmCountsWrite(),
 		{Bucket: RMMeta, Key: rmKeyVersion, Value: s.rmVersion()}}
+}
+
+// RecordRows returns the writes of the records bucket's rows a replay
+// followed (RebuildSettling), by seq, and forgets them.
+func (s *State) RecordRows() []ledger.ReadModelWrite {
+	seqs := slices.Sorted(maps.Keys(s.Idem.rows))
+	ws := make([]ledger.ReadModelWrite, len(seqs))
+	for i, seq := range seqs {
+		ws[i] = RecordWrite(s.Idem.rows[seq])
+	}
+	s.Idem.rows = nil
+	return ws
 }
 
 // TaskWrites are the read-model writes of a settled task (its document

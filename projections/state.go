@@ -20,8 +20,9 @@ import (
 // carry their role. 7: settled tasks and expired keys' tombstones leave
 // the projections for the read model on disk; the tombstone section holds
 // their filter. 8: a task settles as soon as it ended, not once its
-// records expired.)
-const SchemaVersion = 8
+// records expired. 9: idempotency records have rows in the read model,
+// and snapshots name them by seq.)
+const SchemaVersion = 9
 
 // Task states: the wire's (one set for server and client).
 const (
