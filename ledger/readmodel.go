@@ -44,7 +44,7 @@ func writeReadModel(tx *bolt.Tx, reset bool, ws []ReadModelWrite) error {
 	}
 	var b *bolt.Bucket
 	var name string
-	for _, w := range ws {
+	for i, w := range ws {
 		if !strings.HasPrefix(w.Bucket, ReadModelPrefix) {
 			return fmt.Errorf("%w: read-model bucket %q", ErrBadBatch, w.Bucket)
 		}
@@ -54,6 +54,9 @@ func writeReadModel(tx *bolt.Tx, reset bool, ws []ReadModelWrite) error {
 				return err
 			}
 			name = w.Bucket
+			if appends(b, ws[i:]) {
+				b.FillPercent = 1.0
+			}
 		}
 		var err error
 		if w.Value == nil {
@@ -66,6 +69,28 @@ func writeReadModel(tx *bolt.Tx, reset bool, ws []ReadModelWrite) error {
 		}
 	}
 	return nil
+}
+
+// appends reports whether the run of writes to b at the head of ws puts
+// only keys past b's last, in ascending order (deletes aside): then the pages it fills
+// are filled whole (bbolt's default leaves every page it splits half
+// empty, which for keys that only grow, as the records' seqs, is half the
+// bucket's pages wasted for good).
+func appends(b *bolt.Bucket, ws []ReadModelWrite) bool {
+	last, _ := b.Cursor().Last()
+	for _, w := range ws {
+		if w.Bucket != ws[0].Bucket {
+			break
+		}
+		if w.Value == nil { // a delete (the records' oldest go from the front)
+			continue
+		}
+		if last != nil && bytes.Compare(w.Key, last) <= 0 {
+			return false
+		}
+		last = w.Key
+	}
+	return true
 }
 
 // ReadModelGet returns a copy of the value of key in a read-model bucket

@@ -165,8 +165,13 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config, progress func
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, w := range st.RecordRows() { // the records alive at the head, and rows an entry still names
+	// The records' rows, in key order already, in slices of rebuildBytes.
+	err = st.EachRecordRow(func(w ledger.ReadModelWrite) error {
 		add(w)
+		return src.between()
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return st, n, writeSorted(store, ws)
 }
@@ -268,10 +273,13 @@ func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(
 	}
 	onTomb := func(t string) error { return check(projections.TombWrite(t)) }
 	finish := func(st *projections.State) error {
-		for _, w := range append(st.ReadModelMeta(), st.RecordRows()...) {
+		for _, w := range st.ReadModelMeta() {
 			if err := check(w); err != nil {
 				return err
 			}
+		}
+		if err := st.EachRecordRow(check); err != nil {
+			return err
 		}
 		onDisk := map[string]int{}
 		if err := store.ReadModelBuckets(func(bucket string, _, _ []byte) error {

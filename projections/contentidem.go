@@ -253,6 +253,12 @@ func (e *tabEnc) record(id string, r *IdemRecord) {
 		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
 		return
 	}
+	e.recordBody(r)
+}
+
+// recordBody writes a record (record checks first that it is filed
+// under its own id).
+func (e *tabEnc) recordBody(r *IdemRecord) {
 	e.t(r.Scope)
 	e.ustr(r.Key)
 	e.sv(r.At)
@@ -331,15 +337,31 @@ func (e *tabEnc) ref(scope string, key idemKey, at int64, seq uint64) {
 // RecordWrite is the read-model write of a record's row: the record with
 // the few strings it names, self-contained.
 func RecordWrite(r *IdemRecord) ledger.ReadModelWrite {
-	one := &tabEnc{encBuf: newEncBuf(192)}
-	one.record(IdemID(r.Scope, r.Key), r)
-	e := newEncBuf(len(one.b) + 96)
-	e.uv(uint64(len(one.tab)))
-	for _, s := range one.tab {
-		e.str(s)
+	var x recordRowEnc
+	return x.write(r)
+}
+
+// recordRowEnc encodes record rows one after another, reusing its scratch:
+// a rebuild writes a row for every record alive at the head.
+type recordRowEnc struct {
+	body, head *encBuf
+	tab        tabEnc
+}
+
+func (x *recordRowEnc) write(r *IdemRecord) ledger.ReadModelWrite {
+	if x.body == nil {
+		x.body, x.head = &encBuf{b: make([]byte, 0, 192)}, &encBuf{b: make([]byte, 0, 96)}
+		x.tab.encBuf = x.body
 	}
-	e.b = append(e.b, one.b...)
-	return ledger.ReadModelWrite{Bucket: RMRecords, Key: u64key(r.Seq), Value: e.b}
+	x.body.b, x.head.b, x.tab.tab = x.body.b[:0], x.head.b[:0], x.tab.tab[:0]
+	x.tab.recordBody(r)
+	x.head.uv(uint64(len(x.tab.tab)))
+	for _, s := range x.tab.tab {
+		x.head.str(s)
+	}
+	v := make([]byte, 0, len(x.head.b)+len(x.body.b))
+	v = append(append(v, x.head.b...), x.body.b...)
+	return ledger.ReadModelWrite{Bucket: RMRecords, Key: u64key(r.Seq), Value: v}
 }
 
 // decodeRecordRow decodes a row of the records bucket.

@@ -212,16 +212,19 @@ func (s *State) ReadModelMeta() []ledger.ReadModelWrite {
 		{Bucket: RMMeta, Key: rmKeyVersion, Value: s.rmVersion()}}
 }
 
-// RecordRows returns the writes of the records bucket's rows a replay
-// followed (RebuildSettling), by seq, and forgets them.
-func (s *State) RecordRows() []ledger.ReadModelWrite {
-	seqs := slices.Sorted(maps.Keys(s.Idem.rows))
-	ws := make([]ledger.ReadModelWrite, len(seqs))
-	for i, seq := range seqs {
-		ws[i] = RecordWrite(s.Idem.rows[seq])
+// EachRecordRow hands fn, in seq order, the rows of the records a replay
+// followed (those alive at its head, and those an order entry still
+// names), then forgets them. Each row is encoded as it is handed over: a
+// rebuild commits them in slices rather than holding them all.
+func (s *State) EachRecordRow(fn func(ledger.ReadModelWrite) error) error {
+	var x recordRowEnc
+	for _, seq := range slices.Sorted(maps.Keys(s.Idem.rows)) {
+		if err := fn(x.write(s.Idem.rows[seq])); err != nil {
+			return err
+		}
 	}
 	s.Idem.rows = nil
-	return ws
+	return nil
 }
 
 // TaskWrites are the read-model writes of a settled task (its document

@@ -48,10 +48,14 @@ func (m memReadModel) rows() map[string]string {
 
 // replayRows is what a replay that followed the bucket (RebuildSettling)
 // writes.
-func replayRows(s *State) map[string]string {
+func replayRows(t *testing.T, s *State) map[string]string {
+	t.Helper()
 	out := map[string]string{}
-	for _, w := range s.RecordRows() {
+	if err := s.EachRecordRow(func(w ledger.ReadModelWrite) error {
 		out[string(w.Key)] = string(w.Value)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -134,7 +138,7 @@ func TestRecordRowsFollowTheOrderThroughSnapshots(t *testing.T) {
 			t.Fatalf("the row of seq %d stays, and nothing names its record", seq)
 		}
 	}
-	want := replayRows(replay)
+	want := replayRows(t, replay)
 	got := rm.rows()
 	if len(want) == 0 || !maps.Equal(got, want) {
 		t.Fatalf("records bucket: %d rows, a replay writes %d", len(got), len(want))
