@@ -136,21 +136,14 @@ func TestVerifyRefusesAChangedReadModel(t *testing.T) {
 	n.CreateTask(nil)
 	dir := n.Dir
 	n.Close()
-	store, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	cfg := projections.Config{IdempotencyRetentionMs: time.Hour.Milliseconds()}
-	if _, err := node.Verify(store, cfg, nil); err != nil {
-		t.Fatalf("verify before the change: %v", err)
-	}
+	store := openVerified(t, dir, cfg)
 	doc, _ := store.ReadModelGet(projections.RMTasks, []byte(id))
 	doc[len(doc)-1] ^= 1
 	if err := store.ResetReadModel(changed(t, store, projections.RMTasks, id, doc)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = node.Verify(store, cfg, nil)
+	_, err := node.Verify(store, cfg, nil)
 	if err == nil || !strings.Contains(err.Error(), projections.RMTasks) {
 		t.Fatalf("verify of a changed read model: %v", err)
 	}
@@ -386,4 +379,19 @@ func TestWholeLogStartMakesTheReadModelCurrentOnlyAfterItsChecks(t *testing.T) {
 	if got := readModelTasks(t, store); got[a] == nil {
 		t.Fatalf("the refused start's replay wrote %d tasks", len(got))
 	}
+}
+
+// openVerified opens the stopped ledger in dir and checks that verify
+// passes on it before a test changes it (closed at the test's end).
+func openVerified(t *testing.T, dir string, cfg projections.Config) *ledger.Store {
+	t.Helper()
+	store, err := ledger.Open(dir, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if _, err := node.Verify(store, cfg, nil); err != nil {
+		t.Fatalf("verify before the change: %v", err)
+	}
+	return store
 }

@@ -76,15 +76,8 @@ func TestVerifyRefusesAChangedRecordRow(t *testing.T) {
 	n.CreateTask(nil)
 	dir := n.Dir
 	n.Close()
-	store, err := ledger.Open(dir, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	cfg := retentionCfg()
-	if _, err := node.Verify(store, cfg, nil); err != nil {
-		t.Fatalf("verify before the change: %v", err)
-	}
+	store := openVerified(t, dir, cfg)
 	var key, row []byte
 	if err := store.ReadModelScan(projections.RMRecords, nil, nil, false, func(k, v []byte) (bool, error) {
 		key, row = bytes.Clone(k), bytes.Clone(v)
