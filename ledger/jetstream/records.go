@@ -253,9 +253,14 @@ func (l *Log) DeleteAdminToken(name string) error {
 func (l *Log) AdminTokens() (map[string][]byte, error) {
 	ctx, cancel := l.ctx()
 	defer cancel()
+	// The whole bucket (a few keys): only a read of every key waits for
+	// the leader's last message, so a token put and acknowledged just
+	// before is never missed by a watch served from a replica behind it.
 	var names []string
-	err := each(ctx, l.meta, adminPrefix+">", func(k string, _ []byte) error {
-		names = append(names, strings.TrimPrefix(k, adminPrefix))
+	err := each(ctx, l.meta, natsjs.AllKeys, func(k string, _ []byte) error {
+		if name, ok := strings.CutPrefix(k, adminPrefix); ok {
+			names = append(names, name)
+		}
 		return nil
 	})
 	if err != nil {
