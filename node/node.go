@@ -305,7 +305,7 @@ func open(cfg Config, src source) (*Node, error) {
 			return nil, err
 		}
 		if store != nil { // the read model on disk is at the committed head
-			if err := attachReadModel(store, l.State); err != nil {
+			if err := attachReadModel(store, l.State, cfg.Logger); err != nil {
 				return nil, err
 			}
 		}

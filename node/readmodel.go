@@ -45,7 +45,7 @@ func syncReadModel(store *ledger.Store, st *projections.State, rebuilt *readMode
 		}
 		log.Info().Uint64("head", st.Head.Seq).Int("tasks", rebuilt.tasks).Msg("read model of finished tasks rebuilt from the log")
 	}
-	return attachReadModel(store, st)
+	return attachReadModel(store, st, log)
 }
 
 // readModelRebuild is a replay of the whole log that wrote the read model
@@ -83,8 +83,11 @@ func wholeLogLoad(store *ledger.Store, rebuilt **readModelRebuild) func(projecti
 
 // attachReadModel makes freshly loaded projections, whose settled tasks
 // are in the read model on disk (at the same head), read them from there
-// and count them.
-func attachReadModel(store *ledger.Store, st *projections.State) error {
+// and count them. A tombstone-filter segment whose rows cannot be read is
+// logged, not fatal: until the read model is rebuilt, the lookups it
+// would have answered read the tombstone index (same answers, a disk read
+// more), and `taskledger verify` names the damage.
+func attachReadModel(store *ledger.Store, st *projections.State, log zerolog.Logger) error {
 	counts, err := store.ReadModelGet(projections.RMMeta, projections.RMCountsKey())
 	if err != nil {
 		return err
@@ -93,7 +96,9 @@ func attachReadModel(store *ledger.Store, st *projections.State) error {
 		return err
 	}
 	st.SettleLoaded()
-	st.UseFinished(store)
+	if err := st.UseFinished(store); err != nil {
+		log.Warn().Err(err).Msg("read model: the tombstone filter is incomplete; expired-key lookups read the index until `taskledger projections rebuild`")
+	}
 	return nil
 }
 
@@ -170,6 +175,12 @@ func rebuildReadModel(store *ledger.Store, cfg projections.Config, progress func
 		add(w)
 		return src.between()
 	})
+	if err == nil { // the tombstone filter's full segments, as live commits wrote them
+		err = st.EachFilterRow(func(w ledger.ReadModelWrite) error {
+			add(w)
+			return nil
+		})
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -279,6 +290,9 @@ func compareReadModel(store *ledger.Store) (func(*projections.Task) error, func(
 			}
 		}
 		if err := st.EachRecordRow(check); err != nil {
+			return err
+		}
+		if err := st.EachFilterRow(check); err != nil {
 			return err
 		}
 		onDisk := map[string]int{}

@@ -13,7 +13,7 @@ import (
 	"taskledger/ledger"
 )
 
-// # Content encoding (version 9)
+// # Content encoding (version 10)
 //
 // The canonical bytes of the projections (State.Canonical, a snapshot's
 // content) are a compact binary encoding written by hand for the types of
@@ -22,7 +22,7 @@ import (
 // substring of one copy of the content, small values allocated in chunks,
 // and the sections decoded in parallel.
 //
-//	magic        8 bytes "TLPROJ9\n"
+//	magic        8 bytes "TLPROJ10"
 //	head         seq (uvarint), hash (bytes), at (varint)
 //	server_claims uvarint
 //	4 sections   each a uvarint length and its bytes:
@@ -35,7 +35,12 @@ import (
 //	             one when it is looked up. A snapshot of projections with
 //	             a read model names each record by its seq, and the
 //	             record is its row in the read model (D462)
-//	  tombstones count, then the sorted 32-byte tombstone ids, back to back
+//	  tombstones count, then the sorted 32-byte tombstone ids, back to back;
+//	             then the filter of every tombstone: its segment count, how
+//	             many leading full segments are left to the read model's
+//	             rows (a snapshot of projections with a read model: all
+//	             full ones, D464; else none), and each other segment's
+//	             capacity, count and bits (tombfilter.go)
 //	  admins     count, then every admin token the log names, by name
 //	             (name, hash, status, role, created, revoked)
 //
@@ -50,7 +55,7 @@ import (
 // written, in declaration order; TestContentRoundTrip fails when a field
 // is added and not encoded here (which also needs a SchemaVersion bump).
 
-const contentMagic = "TLPROJ9\n"
+const contentMagic = "TLPROJ10"
 
 // Capture is a copy of the event-derived projections that shares nothing
 // the sequencer mutates. Taking it copies what can change in place (the
@@ -129,7 +134,7 @@ func (c *Capture) encode(ref bool) ([]byte, error) {
 	wg.Go(func() { tasks, terr = encodeTasks(c.tasks()) })
 	devices, derr := encodeDevices(c.devices)
 	idem, ierr := encodeIdem(&c.idem, ref)
-	tombs, serr := encodeTombstones(slices.Clone(c.idem.tombs), &c.idem.filter) // sorted in place
+	tombs, serr := encodeTombstones(slices.Clone(c.idem.tombs), &c.idem.filter, ref) // sorted in place
 	admins := encodeAdminTokens(c.admins)
 	wg.Wait()
 	for _, err := range []error{terr, derr, ierr, serr} {
@@ -708,7 +713,7 @@ const TombstoneSize = sha256.Size
 // encodeTombstones writes the tombstone section: the tombstones held in
 // memory when nothing drains them (KeepSettled; sorted, deduplicated), then
 // the filter of every tombstone (tombfilter.go).
-func encodeTombstones(added []string, f *tombFilter) ([]byte, error) {
+func encodeTombstones(added []string, f *tombFilter, onDisk bool) ([]byte, error) {
 	slices.Sort(added)
 	added = slices.Compact(added)
 	e := newEncBuf(len(added)*TombstoneSize + binaryMaxVarint)
@@ -720,7 +725,11 @@ func encodeTombstones(added []string, f *tombFilter) ([]byte, error) {
 		}
 		e.b = append(e.b, t...)
 	}
-	e.b = append(e.b, f.encode()...)
+	filter, err := f.encode(onDisk)
+	if err != nil {
+		return nil, err
+	}
+	e.b = append(e.b, filter...)
 	return e.b, e.err
 }
 

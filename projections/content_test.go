@@ -75,7 +75,7 @@ func contentState(t testing.TB) *State {
 // exported is what the content must carry: every exported field of the
 // state (indexes and soft state aside), and the tombstones' filter.
 func exported(s *State) map[string]any {
-	tombs := string(s.Idem.filter.encode()) // the tombstones themselves are on disk
+	tombs := string(must(s.Idem.filter.encode(false))) // the tombstones themselves are on disk
 	if s.cfg.KeepSettled {
 		tombs += fmt.Sprint(len(s.Idem.Tombstones))
 	}

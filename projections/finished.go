@@ -18,8 +18,16 @@ type FinishedStore interface {
 }
 
 // UseFinished makes reads of settled tasks go to the read model in f
-// (the node's bbolt file). Without it a settled task reads as absent.
-func (s *State) UseFinished(f FinishedStore) { s.finished, s.Idem.finished = f, f }
+// (the node's bbolt file), and reads back the full segments of the
+// tombstone filter a snapshot left to it. Without it a settled task reads
+// as absent. The error names a segment whose rows could not be read: it
+// stays unread, so lookups the filter would have answered read the
+// tombstone index instead (the answers are the same), and the
+// projections' canonical bytes report it.
+func (s *State) UseFinished(f FinishedStore) error {
+	s.finished, s.Idem.finished = f, f
+	return s.Idem.filter.readBack(f)
+}
 
 // Task returns the task id: from memory while it is live, from the read
 // model once it settled (nil when there is no such task). The sequencer

@@ -210,7 +210,9 @@ func (v *IdemView) recordsOnDisk() { v.rmOn, v.rmWrites, v.rows = true, nil, nil
 // tombstone marks the record id as expired.
 func (v *IdemView) tombstone(id string) {
 	t := TombstoneID(id)
-	v.filter.add(t)
+	if full := v.filter.add(t); full >= 0 && v.rmOn {
+		v.rmWrites = append(v.rmWrites, v.filter.segRows(full)...)
+	}
 	if v.onTomb != nil {
 		v.onTomb(t)
 		return

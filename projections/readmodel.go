@@ -26,7 +26,7 @@ const (
 
 	// ReadModelVersion changes whenever the buckets' layout or documents
 	// change: a read model of another version is rebuilt at start.
-	ReadModelVersion = 1
+	ReadModelVersion = 2
 
 	RMTasks   = ledger.ReadModelPrefix + "tasks"      // task id → document (one task of the snapshot's task encoding)
 	RMOrder   = ledger.ReadModelPrefix + "order"      // creation seq (8 bytes) → task id
@@ -37,6 +37,7 @@ const (
 	RMTombs   = ledger.ReadModelPrefix + "tombstones" // SHA-256 of an expired key's scope and key (32 bytes) → empty
 	RMBlobs   = ledger.ReadModelPrefix + "blobs"      // blob sha256 (hex), 0, task id → task id: the images and evidence it names
 	RMRecords = ledger.ReadModelPrefix + "records"    // seq (8 bytes) → the idempotency record its event made, while it has not expired
+	RMFilter  = ledger.ReadModelPrefix + "filter"     // segment, chunk (4 bytes each) → 64 KiB of a full tombstone-filter segment's bits
 	RMMeta    = ledger.ReadModelPrefix + "meta"       // "head" → seq; "counts" → settled tasks per state; "version" → version, schema, retention
 )
 
@@ -224,6 +225,21 @@ func (s *State) EachRecordRow(fn func(ledger.ReadModelWrite) error) error {
 		}
 	}
 	s.Idem.rows = nil
+	return nil
+}
+
+// EachFilterRow hands fn the rows of every full segment of the tombstone
+// filter (those a live node wrote as each one filled), in key order: a
+// rebuild writes them, a verifier compares them.
+func (s *State) EachFilterRow(fn func(ledger.ReadModelWrite) error) error {
+	f := &s.Idem.filter
+	for i := range f.fullSegs() {
+		for _, w := range f.segRows(i) {
+			if err := fn(w); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -21,8 +21,10 @@ import (
 // the projections for the read model on disk; the tombstone section holds
 // their filter. 8: a task settles as soon as it ended, not once its
 // records expired. 9: idempotency records have rows in the read model,
-// and snapshots name them by seq.)
-const SchemaVersion = 9
+// and snapshots name them by seq. 10: the tombstone filter's segments
+// stop doubling at 4 Mi keys, count every tombstone added, and its full
+// segments are rows of the read model that snapshots leave out.)
+const SchemaVersion = 10
 
 // Task states: the wire's (one set for server and client).
 const (
