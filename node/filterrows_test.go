@@ -2,8 +2,14 @@ package node_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +19,7 @@ import (
 	"taskledger/commands"
 	"taskledger/ledger"
 	"taskledger/node"
+	"taskledger/node/nodetest"
 	"taskledger/projections"
 )
 
@@ -110,5 +117,65 @@ func TestTombstoneFilterSegmentsAreReadModelRows(t *testing.T) {
 	}
 	if _, err := canonical(n); err == nil || !strings.Contains(err.Error(), "tombstone filter segment 0") {
 		t.Fatalf("canonical bytes without the filter rows: %v, want segment 0 named", err)
+	}
+}
+
+// TestALiveBatchThatFillsAFilterSegmentWritesItsRows: a running node whose
+// expiries fill the filter's first segment writes the segment's rows in
+// that batch's commit (no rebuild involved); a restart from a snapshot
+// taken after it reads them back, and a key that expired before the
+// restart is still refused as expired. The cleanup compares
+// the rows with a replay's.
+func TestALiveBatchThatFillsAFilterSegmentWritesItsRows(t *testing.T) {
+	n := nodetest.Start(t)
+	const tasks = 4200 // more than the first segment's 4,096 keys
+	sum := sha256.Sum256([]byte(`{"i":1}`))
+	payloadSHA := hex.EncodeToString(sum[:])
+	keys := make([]string, tasks)
+	for i := range keys {
+		keys[i] = nodetest.NewKey()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, tasks)
+	const workers = 64 // through the sequencer, in parallel: batches of many creates
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < tasks; i += workers {
+				fp := sha256.Sum256([]byte(keys[i]))
+				_, err := n.Engine.Do(context.Background(), &commands.CreateTask{AdminReq: commands.AdminReq{Key: keys[i], Fingerprint: fp[:]},
+					Payload: `{"i":1}`, PayloadSHA256: payloadSHA})
+				if err != nil {
+					errs <- fmt.Sprintf("create %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if rows := filterRowKeys(t, n.Store); len(rows) != 0 {
+		t.Fatalf("%d filter rows before any key expired", len(rows))
+	}
+	for range 4 { // 96 h: past the 72 h retention (a day per advance at most)
+		n.Advance(24 * time.Hour)
+	}
+	n.CreateTask(nil) // its event expires every record before it
+	if rows := filterRowKeys(t, n.Store); len(rows) == 0 {
+		t.Fatal("no filter rows after the batch that expired 4,200 keys")
+	}
+	if _, err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n2 := n.Restart()
+	if n2.Loaded.Snapshot == nil {
+		t.Fatalf("start-up loaded %+v, want the snapshot", n2.Loaded)
+	}
+	fp := sha256.Sum256([]byte(keys[0]))
+	_, err := n2.Engine.Do(context.Background(), &commands.CreateTask{AdminReq: commands.AdminReq{Key: keys[0], Fingerprint: fp[:]},
+		Payload: `{"i":1}`, PayloadSHA256: payloadSHA})
+	if !errors.Is(err, commands.ErrIdempotencyKeyExpired) {
+		t.Fatalf("a replay of a key expired before the restart: %v, want %v", err, commands.ErrIdempotencyKeyExpired)
 	}
 }
