@@ -428,6 +428,32 @@ func (s *Store) RangeRaw(after uint64, fn func(seq uint64, raw []byte) error) er
 	return err
 }
 
+// StreamStart returns the seq of the first event of stream (0 when the
+// log has none): a task's creation seq from its id, which keys its
+// document in the read model (D466). It reads the stream index (the
+// bucket's first entry of the stream, or the entries not in it yet).
+func (s *Store) StreamStart(stream string) (uint64, error) {
+	tail := s.index.tail(stream) // before the View: see streamindex.go
+	var first uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := append([]byte(stream), 0)
+		k, v := tx.Bucket(bucketStreams).Cursor().Seek(prefix)
+		if k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8 {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: stream %s index entry of %d bytes", ErrCorrupt, stream, len(v))
+			}
+			first = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	for _, seq := range tail {
+		if first == 0 || seq < first {
+			first = seq
+		}
+	}
+	return first, err
+}
+
 // Stream calls fn for every event of stream, in stream order.
 func (s *Store) Stream(stream string, fn func(*Event) error) error {
 	tail := s.index.tail(stream) // before the View: see streamindex.go

@@ -64,6 +64,12 @@ func checkStreams(t *testing.T, s *Store, seqs map[string][]uint64) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("stream %s: %v, want %v", name, got, want)
 		}
+		if first, err := s.StreamStart(name); err != nil || first != want[0] {
+			t.Fatalf("stream %s starts at %d (%v), want %d", name, first, err, want[0])
+		}
+	}
+	if first, err := s.StreamStart("task/none"); err != nil || first != 0 {
+		t.Fatalf("a stream the log does not have starts at %d (%v), want 0", first, err)
 	}
 }
 

@@ -21,8 +21,9 @@ import (
 	"taskledger/projections"
 )
 
-// readModelTasks lists the task ids in the read model on disk (the node
-// closed or not: bbolt reads are concurrent with the writer).
+// readModelTasks lists the tasks in the read model on disk by id (the
+// node closed or not: bbolt reads are concurrent with the writer), each
+// document keyed by its creation seq.
 func readModelTasks(t *testing.T, store *ledger.Store) map[string]*projections.Task {
 	t.Helper()
 	out := map[string]*projections.Task{}
@@ -31,7 +32,10 @@ func readModelTasks(t *testing.T, store *ledger.Store) map[string]*projections.T
 		if err != nil {
 			return false, err
 		}
-		out[string(k)] = task
+		if len(k) != 8 || binary.BigEndian.Uint64(k) != task.CreateSeq {
+			return false, fmt.Errorf("task %s (creation seq %d) is filed under %x", task.ID, task.CreateSeq, k)
+		}
+		out[task.ID] = task
 		return true, nil
 	})
 	if err != nil {
@@ -138,9 +142,10 @@ func TestVerifyRefusesAChangedReadModel(t *testing.T) {
 	n.Close()
 	cfg := projections.Config{IdempotencyRetentionMs: time.Hour.Milliseconds()}
 	store := openVerified(t, dir, cfg)
-	doc, _ := store.ReadModelGet(projections.RMTasks, []byte(id))
+	key := binary.BigEndian.AppendUint64(nil, readModelTasks(t, store)[id].CreateSeq)
+	doc, _ := store.ReadModelGet(projections.RMTasks, key)
 	doc[len(doc)-1] ^= 1
-	if err := store.ResetReadModel(changed(t, store, projections.RMTasks, id, doc)); err != nil {
+	if err := store.ResetReadModel(changed(t, store, projections.RMTasks, string(key), doc)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := node.Verify(store, cfg, nil)

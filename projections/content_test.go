@@ -132,6 +132,10 @@ func (m memFinished) ReadModelScan(string, []byte, []byte, bool, func(k, v []byt
 	return nil
 }
 
+func (m memFinished) StreamStart(string) (uint64, error) {
+	return 0, errors.New("memFinished: no stream index")
+}
+
 // TestRestoredTombstonesFoundThroughTheFilter: a snapshot carries the
 // tombstones' filter, not the tombstones (they are in the read model): a
 // restored state finds every expired key through the filter and the read

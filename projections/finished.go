@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"slices"
 
+	"taskledger/events"
 	"taskledger/ledger"
 	"taskledger/wire"
 )
 
 // FinishedStore reads the on-disk read model of settled tasks
-// (*ledger.Store).
+// (*ledger.Store). StreamStart gives a settled task's creation seq from
+// its id (the seq of its stream's first event), which keys its document
+// (D466).
 type FinishedStore interface {
 	ReadModelGet(bucket string, key []byte) ([]byte, error)
 	ReadModelScan(bucket string, prefix, from []byte, reverse bool, fn func(k, v []byte) (bool, error)) error
+	StreamStart(stream string) (uint64, error)
 }
 
 // UseFinished makes reads of settled tasks go to the read model in f
@@ -46,11 +50,29 @@ func (s *State) Task(id string) (*Task, error) {
 	if s.finished == nil || s.settledCounts == (stateCounts{}) {
 		return nil, nil
 	}
-	doc, err := s.finished.ReadModelGet(RMTasks, []byte(id))
+	return settledTask(s.finished, id)
+}
+
+// settledTask reads the document of a settled task by its id: its
+// creation seq from the log's stream index, then the document keyed by
+// it (nil when there is none: no such task, or one not settled).
+func settledTask(f FinishedStore, id string) (*Task, error) {
+	seq, err := f.StreamStart(events.TaskStream(id))
+	if err != nil || seq == 0 {
+		return nil, err
+	}
+	doc, err := f.ReadModelGet(RMTasks, u64key(seq))
 	if err != nil || doc == nil {
 		return nil, err
 	}
-	return DecodeFinishedTask(doc)
+	t, err := DecodeFinishedTask(doc)
+	if err == nil && t.ID != id {
+		err = fmt.Errorf("%w: the read model's document of creation seq %d is task %s, not %s", ledger.ErrCorrupt, seq, t.ID, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // LiveNewestFirst calls fn with the tasks in memory in descending
@@ -118,7 +140,7 @@ func (r SettledReader) NewestFirst(before uint64, state wire.State, device strin
 		if len(k) < 8 {
 			return false, fmt.Errorf("projections: read-model key %x of %s", k, bucket)
 		}
-		doc, err := r.f.ReadModelGet(RMTasks, v)
+		doc, err := r.f.ReadModelGet(RMTasks, k[len(k)-8:]) // every index key ends with the creation seq
 		if err != nil {
 			return false, err
 		}

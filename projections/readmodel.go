@@ -26,9 +26,9 @@ const (
 
 	// ReadModelVersion changes whenever the buckets' layout or documents
 	// change: a read model of another version is rebuilt at start.
-	ReadModelVersion = 2
+	ReadModelVersion = 3
 
-	RMTasks   = ledger.ReadModelPrefix + "tasks"      // task id → document (one task of the snapshot's task encoding)
+	RMTasks   = ledger.ReadModelPrefix + "tasks"      // creation seq (8 bytes) → document (one task of the snapshot's task encoding), D466
 	RMOrder   = ledger.ReadModelPrefix + "order"      // creation seq (8 bytes) → task id
 	RMState   = ledger.ReadModelPrefix + "state"      // state, 0, creation seq → task id
 	RMDevice  = ledger.ReadModelPrefix + "device"     // claim's device id, 0, creation seq → task id
@@ -308,7 +308,7 @@ func appendTaskWrites(ws []ledger.ReadModelWrite, t *Task) ([]ledger.ReadModelWr
 	id := []byte(t.ID)
 	seq := u64key(t.CreateSeq)
 	ws = append(ws,
-		ledger.ReadModelWrite{Bucket: RMTasks, Key: id, Value: doc},
+		ledger.ReadModelWrite{Bucket: RMTasks, Key: seq, Value: doc},
 		ledger.ReadModelWrite{Bucket: RMOrder, Key: seq, Value: id},
 		ledger.ReadModelWrite{Bucket: RMState, Key: RMStateKey(string(t.State), t.CreateSeq), Value: id},
 		ledger.ReadModelWrite{Bucket: RMUpdated, Key: append(u64key(uint64(t.UpdatedAt)), seq...), Value: id},

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"taskledger/events"
 	"taskledger/ledger"
 )
 
@@ -33,6 +34,10 @@ func (m memReadModel) ReadModelGet(bucket string, key []byte) ([]byte, error) {
 
 func (m memReadModel) ReadModelScan(string, []byte, []byte, bool, func(k, v []byte) (bool, error)) error {
 	return errors.New("memReadModel: no scans")
+}
+
+func (m memReadModel) StreamStart(string) (uint64, error) {
+	return 0, errors.New("memReadModel: no stream index")
 }
 
 // rows returns the records bucket's rows.
@@ -215,5 +220,50 @@ func TestAnIDRecordedThriceLeavesNoRow(t *testing.T) {
 		if rows := rm.rows(); len(rows) != 0 {
 			t.Fatalf("restored %v: %d rows stay after every recording expired", restore, len(rows))
 		}
+	}
+}
+
+// streamsReadModel is a read model in memory beside a stream index: the
+// first seq of each stream.
+type streamsReadModel struct {
+	memReadModel
+	starts map[string]uint64
+}
+
+func (m streamsReadModel) StreamStart(stream string) (uint64, error) { return m.starts[stream], nil }
+
+// TestSettledTaskDocumentsAreKeyedByCreationSeq: a settled task is read by
+// its id through its stream's first seq (its creation seq), which keys
+// its document; an id the log does not have, or a task whose document is
+// absent, reads as no task, and a document filed under another task's
+// creation seq is refused as corrupt, never answered as the other task.
+func TestSettledTaskDocumentsAreKeyedByCreationSeq(t *testing.T) {
+	a := &Task{ID: "c3ad6e54-c56b-4016-8000-0000000000a1", CreateSeq: 7, State: StateSucceeded}
+	b := &Task{ID: "c3ad6e54-c56b-4016-8000-0000000000b2", CreateSeq: 9, State: StateCanceled}
+	rm := streamsReadModel{memReadModel: memReadModel{}, starts: map[string]uint64{}}
+	for _, task := range []*Task{a, b} {
+		ws, err := TaskWrites(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rm.apply(ws)
+		rm.starts[events.TaskStream(task.ID)] = task.CreateSeq
+	}
+	for _, task := range []*Task{a, b} {
+		got, err := settledTask(rm, task.ID)
+		if err != nil || got == nil || got.ID != task.ID || got.CreateSeq != task.CreateSeq {
+			t.Fatalf("task %s read as %+v (%v)", task.ID, got, err)
+		}
+	}
+	if got, err := settledTask(rm, "c3ad6e54-c56b-4016-8000-0000000000c3"); got != nil || err != nil {
+		t.Fatalf("an id the log does not have read as %+v (%v), want none", got, err)
+	}
+	rm.starts[events.TaskStream("c3ad6e54-c56b-4016-8000-0000000000d4")] = 11 // created, not settled
+	if got, err := settledTask(rm, "c3ad6e54-c56b-4016-8000-0000000000d4"); got != nil || err != nil {
+		t.Fatalf("a task without a document read as %+v (%v), want none", got, err)
+	}
+	rm.memReadModel[RMTasks+"\x00"+string(u64key(a.CreateSeq))] = rm.memReadModel[RMTasks+"\x00"+string(u64key(b.CreateSeq))]
+	if got, err := settledTask(rm, a.ID); got != nil || !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("a's creation seq holding b's document read as %+v (%v), want ErrCorrupt", got, err)
 	}
 }
