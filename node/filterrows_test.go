@@ -23,19 +23,6 @@ import (
 	"taskledger/projections"
 )
 
-// filterRowKeys lists the keys of the read model's tombstone-filter rows.
-func filterRowKeys(t *testing.T, store *ledger.Store) []string {
-	t.Helper()
-	var keys []string
-	if err := store.ReadModelScan(projections.RMFilter, nil, nil, false, func(k, _ []byte) (bool, error) {
-		keys = append(keys, string(k))
-		return true, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return keys
-}
-
 // TestTombstoneFilterSegmentsAreReadModelRows: on a generated history
 // whose expired keys fill the filter's first segments, the first start
 // writes the full segments as rows of the read model; a start from a
@@ -68,7 +55,7 @@ func TestTombstoneFilterSegmentsAreReadModelRows(t *testing.T) {
 	}
 
 	n := open() // the whole log replayed: the rebuild writes the rows
-	rows := filterRowKeys(t, n.Store)
+	rows := bucketKeys(t, n.Store, projections.RMFilter)
 	if len(rows) == 0 {
 		t.Fatal("no filter rows after the first start: the history filled no segment")
 	}
@@ -155,14 +142,14 @@ func TestALiveBatchThatFillsAFilterSegmentWritesItsRows(t *testing.T) {
 	for e := range errs {
 		t.Fatal(e)
 	}
-	if rows := filterRowKeys(t, n.Store); len(rows) != 0 {
+	if rows := bucketKeys(t, n.Store, projections.RMFilter); len(rows) != 0 {
 		t.Fatalf("%d filter rows before any key expired", len(rows))
 	}
 	for range 4 { // 96 h: past the 72 h retention (a day per advance at most)
 		n.Advance(24 * time.Hour)
 	}
 	n.CreateTask(nil) // its event expires every record before it
-	if rows := filterRowKeys(t, n.Store); len(rows) == 0 {
+	if rows := bucketKeys(t, n.Store, projections.RMFilter); len(rows) == 0 {
 		t.Fatal("no filter rows after the batch that expired 4,200 keys")
 	}
 	if _, err := n.Snapshot(); err != nil {

@@ -13,17 +13,23 @@ import (
 	"taskledger/snapshots"
 )
 
-// recordRows counts the rows of the read model's records bucket.
-func recordRows(t *testing.T, store *ledger.Store) int {
+// bucketKeys lists the keys of a read-model bucket, in key order.
+func bucketKeys(t *testing.T, store *ledger.Store, bucket string) []string {
 	t.Helper()
-	n := 0
-	if err := store.ReadModelScan(projections.RMRecords, nil, nil, false, func(_, _ []byte) (bool, error) {
-		n++
+	var keys []string
+	if err := store.ReadModelScan(bucket, nil, nil, false, func(k, _ []byte) (bool, error) {
+		keys = append(keys, string(k))
 		return true, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return keys
+}
+
+// recordRows counts the rows of the read model's records bucket.
+func recordRows(t *testing.T, store *ledger.Store) int {
+	t.Helper()
+	return len(bucketKeys(t, store, projections.RMRecords))
 }
 
 // TestRecordsNamedBySeqAnswerReplaysAfterARestart: every command's

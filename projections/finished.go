@@ -66,11 +66,11 @@ func settledTask(f FinishedStore, id string) (*Task, error) {
 		return nil, err
 	}
 	t, err := DecodeFinishedTask(doc)
-	if err == nil && t.ID != id {
-		err = fmt.Errorf("%w: the read model's document of creation seq %d is task %s, not %s", ledger.ErrCorrupt, seq, t.ID, id)
-	}
 	if err != nil {
 		return nil, err
+	}
+	if t.ID != id {
+		return nil, fmt.Errorf("%w: the read model's document of creation seq %d is task %s, not %s", ledger.ErrCorrupt, seq, t.ID, id)
 	}
 	return t, nil
 }

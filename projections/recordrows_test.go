@@ -41,10 +41,13 @@ func (m memReadModel) StreamStart(string) (uint64, error) {
 }
 
 // rows returns the records bucket's rows.
-func (m memReadModel) rows() map[string]string {
+func (m memReadModel) rows() map[string]string { return m.bucket(RMRecords) }
+
+// bucket returns one bucket's rows.
+func (m memReadModel) bucket(name string) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
-		if bucket, key, _ := bytes.Cut([]byte(k), []byte{0}); string(bucket) == RMRecords {
+		if bucket, key, _ := bytes.Cut([]byte(k), []byte{0}); string(bucket) == name {
 			out[string(key)] = string(v)
 		}
 	}

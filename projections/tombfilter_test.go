@@ -68,17 +68,6 @@ func TestTombFilterSegmentsStopDoublingAtTheBound(t *testing.T) {
 	}
 }
 
-// filterRows returns the filter bucket's rows of a read model in memory.
-func filterRows(m memReadModel) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if bucket, key, _ := strings.Cut(k, "\x00"); bucket == RMFilter {
-			out[key] = string(v)
-		}
-	}
-	return out
-}
-
 // liveWithFilterRows tombstones n keys in projections that keep their
 // read model on disk, applying each batch's writes to rm.
 func liveWithFilterRows(t *testing.T, n int, rm memReadModel) *State {
@@ -124,7 +113,7 @@ func TestFullFilterSegmentsAreRowsASnapshotLeavesOut(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got := filterRows(rm)
+	got := rm.bucket(RMFilter)
 	if len(want) != live.Idem.filter.fullSegs() || len(got) != len(want) {
 		t.Fatalf("%d rows written, a replay computes %d, %d segments full", len(got), len(want), live.Idem.filter.fullSegs())
 	}
