@@ -166,9 +166,9 @@ func (s *Server) inclusionProof(c echo.Context) error {
 		}
 	}
 	seq := p["seq"]
-	tree := s.tlog.Tree()
-	if size > tree.Size() {
-		return errTreeSize
+	tree, err := s.treeOf(size)
+	if err != nil {
+		return err
 	}
 	if seq > size {
 		return errProofRange
@@ -192,6 +192,23 @@ func (s *Server) inclusionProof(c echo.Context) error {
 		RootHash: root, Hashes: hashes, Checkpoint: s.storedCheckpoint(size)})
 }
 
+// treeOf returns the Merkle tree once it holds size leaves: a tree a
+// batch behind the log (its leaves are added while the next batch
+// commits) catches up from the log first; a size beyond the log is
+// errTreeSize.
+func (s *Server) treeOf(size uint64) (*merkle.Tree, error) {
+	tree := s.tlog.Tree()
+	if size > tree.Size() {
+		if err := s.tlog.CatchUp(); err != nil {
+			return nil, err
+		}
+	}
+	if size > tree.Size() {
+		return nil, errTreeSize
+	}
+	return tree, nil
+}
+
 // consistencyProof: GET /admin/proofs/consistency?from=A&to=B — the proof
 // that the tree of size B extends the tree of size A.
 func (s *Server) consistencyProof(c echo.Context) error {
@@ -203,9 +220,9 @@ func (s *Server) consistencyProof(c echo.Context) error {
 		return err
 	}
 	from, to := p["from"], p["to"]
-	tree := s.tlog.Tree()
-	if to > tree.Size() {
-		return errTreeSize
+	tree, err := s.treeOf(to)
+	if err != nil {
+		return err
 	}
 	if from > to {
 		return errProofRange

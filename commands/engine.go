@@ -56,8 +56,8 @@ type Phases struct {
 	Decide  time.Duration // its decision (stamp, seal, apply)
 	Wait    time.Duration // decided → its batch's commit began (the batch in flight, the rest of its own batch)
 	Commit  time.Duration // its batch's Append (one transaction, one fsync)
-	Publish time.Duration // the commit's hooks (failpoints, authentication index, Merkle leaves, committed hook, test clock)
-	Answer  time.Duration // the hooks returned → its answer was signalled
+	Publish time.Duration // the commit's hooks (failpoints, authentication index, committed hook, test clock), the hand-off to the answering goroutine and the Merkle leaves
+	Answer  time.Duration // the leaves are in the tree → its answer was signalled
 	Wake    time.Duration // its answer was signalled → the caller ran again
 }
 
@@ -193,16 +193,21 @@ type Options struct {
 	// Committed, when set, is called after every commit that appended
 	// events, with the new head, those events and their bodies (bodies[i]
 	// is what events.DecodeBody returns for events[i]; the hook must
-	// not change them), before any command of the batch is answered. It
-	// runs on the committer goroutine while the sequencer may hold the
-	// projections' write lock: it must return at once and must not call
-	// Read (snapshots and metrics hand the work elsewhere).
+	// not change them), before the sequencer learns of the commit and
+	// before any command of the batch is answered. It runs on the
+	// committer goroutine while the sequencer may hold the projections'
+	// write lock: it must return at once and must not call Read
+	// (snapshots and metrics hand the work elsewhere).
 	Committed func(head ledger.Head, events []*ledger.Event, bodies []any)
 	// Leaves, when set, is called after every commit that appended events,
-	// before Committed and before any command of the batch is answered,
+	// after Committed and before any command of the batch is answered,
 	// with the first event's seq and every event's stored bytes in seq
 	// order (the Merkle tree over the log grows here). It runs on the
-	// committer goroutine; the bytes must not change.
+	// answering goroutine, in commit order, while the next batch commits:
+	// readers may see the batch's events in the projections and the log
+	// before the tree holds them (the tree fills itself from the log when
+	// asked past its size), but no command of the batch is answered
+	// before. The bytes must not change.
 	Leaves func(first uint64, raws [][]byte)
 	// ReadModel makes every batch that appends events carry the writes of
 	// the on-disk read model of finished tasks its newest event makes

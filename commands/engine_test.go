@@ -54,6 +54,13 @@ func (g *gatedLog) Append(b *ledger.Batch) error {
 
 func newTestEngine(t *testing.T) (*Engine, *gatedLog, *ManualClock) {
 	t.Helper()
+	return newTestEngineWith(t, nil)
+}
+
+// newTestEngineWith is newTestEngine with opt changing the engine's
+// options before it starts (hooks).
+func newTestEngineWith(t *testing.T, opt func(*Options)) (*Engine, *gatedLog, *ManualClock) {
+	t.Helper()
 	store, err := ledger.Open(t.TempDir(), ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +69,12 @@ func newTestEngine(t *testing.T) (*Engine, *gatedLog, *ManualClock) {
 	pcfg := projections.Config{IdempotencyRetentionMs: cfg.IdempotencyRetention.Milliseconds()}
 	g := &gatedLog{store: store}
 	clock := NewManualClock(time.UnixMilli(1_800_000_000_000))
-	e := NewEngine(Options{Log: g, State: projections.New(pcfg), Clock: clock, Config: cfg, Logger: zerolog.Nop(),
-		Load: func() (*projections.State, error) { return projections.Rebuild(store, pcfg) }})
+	o := Options{Log: g, State: projections.New(pcfg), Clock: clock, Config: cfg, Logger: zerolog.Nop(),
+		Load: func() (*projections.State, error) { return projections.Rebuild(store, pcfg) }}
+	if opt != nil {
+		opt(&o)
+	}
+	e := NewEngine(o)
 	t.Cleanup(func() {
 		e.Close()
 		if errors.Is(e.Err(), ErrFenced) { // its projections hold the failed batch: not the log's

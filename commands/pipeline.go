@@ -65,6 +65,8 @@ type job struct {
 	batch    *ledger.Batch // what Append writes; nil when nothing
 	captures []*captureReq // taken after this batch's last decision: answered when it settles
 	gen      uint64        // Engine.gen when handed off: a failure fails every batch of its gen
+
+	commitStart, committed time.Time // for Metrics.Phases: when its commit began and ended
 }
 
 // pipe is the sequencer's view of the pipeline. open != nil implies
@@ -387,12 +389,13 @@ func (e *Engine) reload() {
 // in order, so the next batch is published while the previous one's
 // acknowledgement is in flight.
 func (e *Engine) committer() {
-	answers := make(chan []*request, 1)
+	answers := make(chan *job, 1)
 	answered := make(chan struct{})
 	go func() { // answers a committed batch while the next one commits
 		defer close(answered)
-		for reqs := range answers {
-			for _, r := range reqs {
+		for j := range answers {
+			e.grow(j)
+			for _, r := range j.reqs {
 				e.answer(r)
 			}
 		}
@@ -457,7 +460,7 @@ var errEarlierFailed = errors.New("commands: a batch before this one failed")
 // sequencer and, when it committed, publishes it and hands its answers on.
 // A batch handed off before the sequencer took an earlier failure (the
 // same gen) fails too, whatever the log answered.
-func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answers chan<- []*request) {
+func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answers chan<- *job) {
 	if err == nil && o.failed && j.gen == o.failedGen {
 		err = errEarlierFailed
 	}
@@ -472,31 +475,25 @@ func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answer
 	if err != nil {
 		o.failed, o.failedGen = true, j.gen
 	} else {
-		var committed time.Time
 		if e.metrics.Phases != nil {
-			committed = time.Now() //tl:wallclock phase metric
+			j.commitStart, j.committed = start, time.Now() //tl:wallclock phase metric
 		}
 		e.publish(j)
-		if !committed.IsZero() {
-			stamp(j.reqs, start, committed, time.Now()) //tl:wallclock phase metric
-		}
 	}
 	e.results <- err
 	if err == nil {
-		answers <- j.reqs
+		answers <- j
 	}
 }
 
-// publish runs what follows a commit, before any command of the batch is
-// answered: failpoints, the authentication index, the committed hook, the
-// test clock. The committer then hands the batch's answers to its
-// answering goroutine and takes the next batch at once.
+// publish runs what follows a commit before the sequencer learns of it:
+// failpoints, the authentication index, the committed hook, the test
+// clock. The committer then reports the outcome, hands the batch to its
+// answering goroutine (grow, then the answers) and takes the next batch
+// at once.
 func (e *Engine) publish(j *job) {
 	afterCommit(j.events)
 	e.auth.apply(j.events, j.bodies)
-	if e.leavesHook != nil && len(j.events) > 0 {
-		e.leavesHook(j.events[0].Seq, j.encoded)
-	}
 	if e.committedHook != nil && len(j.events) > 0 {
 		e.committedHook(j.head, j.events, j.bodies)
 	}
@@ -505,11 +502,22 @@ func (e *Engine) publish(j *job) {
 	}
 }
 
-// stamp records a committed batch's commit on its requests' phase times.
-func stamp(reqs []*request, began, committed, published time.Time) {
-	for _, r := range reqs {
-		if r.timed {
-			r.t.commitStart, r.t.committed, r.t.published = began, committed, published
+// grow runs on the answering goroutine, before any command of the batch
+// is answered: the Merkle tree over the log takes the batch's leaves
+// (Options.Leaves). Hashing them there, not between two commits, lets the
+// next batch's commit start as soon as this one's did (D467); the tree
+// may therefore trail the committed projections for a moment, never an
+// answer.
+func (e *Engine) grow(j *job) {
+	if e.leavesHook != nil && len(j.events) > 0 {
+		e.leavesHook(j.events[0].Seq, j.encoded)
+	}
+	if !j.committed.IsZero() {
+		published := time.Now() //tl:wallclock phase metric
+		for _, r := range j.reqs {
+			if r.timed {
+				r.t.commitStart, r.t.committed, r.t.published = j.commitStart, j.committed, published
+			}
 		}
 	}
 }

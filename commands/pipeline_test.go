@@ -343,3 +343,55 @@ func TestNextCommitDoesNotWaitForAnswers(t *testing.T) {
 		t.Fatalf("%d tasks, want 2", got)
 	}
 }
+
+// TestMerkleLeavesGrowBeforeTheAnswerWhileTheNextBatchCommits: a batch's
+// leaves (Options.Leaves) are handed over after its commit on the
+// answering goroutine: while they are, the next batch commits (the tree's
+// hashing is not between two commits), and no command of either batch is
+// answered until its own leaves are in, in seq order.
+func TestMerkleLeavesGrowBeforeTheAnswerWhileTheNextBatchCommits(t *testing.T) {
+	inHook, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var firsts []uint64
+	e, g, _ := newTestEngineWith(t, func(o *Options) {
+		o.Leaves = func(first uint64, raws [][]byte) {
+			mu.Lock()
+			firsts = append(firsts, first)
+			n := len(firsts)
+			mu.Unlock()
+			if n == 1 {
+				close(inHook)
+				<-release
+			}
+		}
+	})
+	first := goDo(e, newCreate())
+	<-inHook
+	second := goDo(e, newCreate())
+	deadline := time.Now().Add(10 * time.Second)
+	for g.appends.Load() < 2 {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("%d appends while the first batch's leaves were handed over, want 2: the next commit waited for the tree", g.appends.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("a command was answered before its batch's leaves were in the tree: %v", err)
+	case err := <-second:
+		t.Fatalf("a command was answered before its batch's leaves were in the tree: %v", err)
+	default:
+	}
+	close(release)
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(firsts) != 2 || firsts[0] != 1 || firsts[1] != 2 {
+		t.Fatalf("leaves handed over from seqs %v, want [1 2]", firsts)
+	}
+}

@@ -16,6 +16,11 @@ import (
 // node's key (package backup).
 func backupFunc(store *ledger.Store, tlog *transparency.Log, dataDir string, clock transparency.Clock) api.BackupFunc {
 	return func(w io.Writer, started func(uint64, int64)) error {
+		// The tree's root of the copy's head spares hashing every event
+		// again; its leaves may trail the last commit by a batch.
+		if err := tlog.CatchUp(); err != nil {
+			return err
+		}
 		return store.View(func(v *ledger.View) error {
 			p, err := backup.NewPlan(v, backup.Source{DataDir: dataDir, Key: tlog.Key(), Now: clock.Now(), Tree: tlog.Tree()})
 			if err != nil {

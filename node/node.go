@@ -377,8 +377,8 @@ func open(cfg Config, src source) (*Node, error) {
 			}
 			snap.committed(head)
 			observe(events, bodies)
-			if tlog != nil && src.cluster != nil {
-				tlog.Followed(events) // a follower's tree (a commit's leaves are in already)
+			if tlog != nil && src.cluster != nil && !src.cluster.sequencing() {
+				tlog.Followed(events) // a follower's tree (a sequencer's commit hands its leaves over next)
 			}
 			commits.Notify()
 			if src.cluster != nil {

@@ -43,6 +43,9 @@ func (b *Bundle) Encode() []byte {
 // Bundle builds the audit bundle of a task from the running node's tree
 // (see BuildBundle).
 func (l *Log) Bundle(task string) (*Bundle, error) {
+	if err := l.CatchUp(); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return BuildBundle(l.store, l.tree, l.key, l.clock.Now().UnixMilli(), task)

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -208,24 +209,10 @@ func (l *Log) Followed(evs []*ledger.Event) {
 func (l *Log) extend(first uint64, raws [][]byte) error {
 	l.grow.Lock()
 	defer l.grow.Unlock()
-	size := l.tree.Size()
-	if first > size+1 {
-		var gap [][]byte
-		err := l.store.RangeRaw(size, func(seq uint64, raw []byte) error {
-			if seq >= first {
-				return ledger.ErrStop
-			}
-			gap = append(gap, append([]byte(nil), raw...))
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if err := l.tree.Append(size+1, gap); err != nil {
-			return err
-		}
-		size = l.tree.Size()
+	if err := l.fill(first); err != nil {
+		return err
 	}
+	size := l.tree.Size()
 	if first+uint64(len(raws)) <= size+1 {
 		return nil
 	}
@@ -233,6 +220,40 @@ func (l *Log) extend(first uint64, raws [][]byte) error {
 		raws, first = raws[size+1-first:], size+1
 	}
 	return l.tree.Append(first, raws)
+}
+
+// fill appends the stored events after the tree's size and before seq
+// `before` (those the store holds). The caller holds grow.
+func (l *Log) fill(before uint64) error {
+	size := l.tree.Size()
+	if before <= size+1 {
+		return nil
+	}
+	var gap [][]byte
+	err := l.store.RangeRaw(size, func(seq uint64, raw []byte) error {
+		if seq >= before {
+			return ledger.ErrStop
+		}
+		gap = append(gap, append([]byte(nil), raw...))
+		return nil
+	})
+	if err != nil || len(gap) == 0 {
+		return err
+	}
+	return l.tree.Append(size+1, gap)
+}
+
+// CatchUp extends the tree through the last event the store holds. The
+// engine hands a batch's leaves over on its answering goroutine while the
+// next batch commits (commands.Options.Leaves), so a reader that saw a
+// commit in the projections or the log may find the tree a batch behind:
+// whatever is asked of the tree past its size (a proof, a bundle, a
+// checkpoint at a snapshot's seq, a backup) catches up first. The leaves
+// handed over later are then skipped.
+func (l *Log) CatchUp() error {
+	l.grow.Lock()
+	defer l.grow.Unlock()
+	return l.fill(math.MaxUint64)
 }
 
 func (l *Log) run() {
@@ -274,6 +295,11 @@ func (l *Log) Sign() ([]byte, error) {
 
 // SignAt signs and stores a checkpoint of the given size (at snapshots).
 func (l *Log) SignAt(size uint64) ([]byte, error) {
+	if size > l.tree.Size() {
+		if err := l.CatchUp(); err != nil {
+			return nil, err
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.signLocked(size)

@@ -1,6 +1,7 @@
 package transparency
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -86,5 +87,57 @@ func TestSharedLogFillsAGapAndSkipsWhatItHolds(t *testing.T) {
 	}
 	if len(st.cps) != 0 {
 		t.Fatalf("a node that does not sign stored %d checkpoints", len(st.cps))
+	}
+}
+
+// TestATreeBehindTheLogCatchesUpWhenAskedPastItsSize: the engine hands a
+// batch's leaves over while the next batch commits, so the tree may trail
+// the log. A checkpoint asked at a size the log holds but the tree does not
+// yet (a snapshot's seq) catches up from the log first, as CatchUp does;
+// the leaves handed over later are skipped, and the tree equals one built
+// from the log.
+func TestATreeBehindTheLogCatchesUpWhenAskedPastItsSize(t *testing.T) {
+	st := &memStore{cps: map[uint64][]byte{}}
+	for i := range 5 {
+		st.raws = append(st.raws, fmt.Appendf(nil, "event %d", i+1))
+	}
+	key, _, err := checkpoint.LoadOrCreateKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenShared(st, merkle.New(), key, fixedClock{}, zerolog.Nop(), func() bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Committed(1, st.raws[:2]) // 3 to 5 committed, their leaves not handed over yet
+	note, err := l.SignAt(4)
+	if err != nil {
+		t.Fatalf("a checkpoint at a size the log holds, past the tree's: %v", err)
+	}
+	cp, err := checkpoint.Open(note, key.Verifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SignAt(6); err == nil {
+		t.Fatal("a checkpoint past the log was signed")
+	}
+	want, err := Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, _ := want.Root(4); cp.Size != 4 || !bytes.Equal(cp.Root, root) {
+		t.Fatalf("checkpoint of size %d, want the root of the log's first 4 events", cp.Size)
+	}
+	l.Committed(3, st.raws[2:5]) // the late hand-over: held already
+	st.raws = append(st.raws, []byte("event 6"))
+	if err := l.CatchUp(); err != nil {
+		t.Fatal(err)
+	}
+	if want, err = Build(st); err != nil {
+		t.Fatal(err)
+	}
+	if l.Tree().Size() != 6 || !l.Tree().Equal(want) {
+		t.Fatalf("tree of %d leaves, want the 6 of the log", l.Tree().Size())
 	}
 }
