@@ -43,9 +43,10 @@ type streamEntry struct {
 // streamIndex holds the entries of committed events the streams bucket
 // does not have yet: every event after the meta "streams_indexed" seq.
 type streamIndex struct {
-	mu      sync.Mutex
-	pending []streamEntry
-	pass    *streamPass // the pass being written; only Append touches it
+	mu       sync.Mutex
+	pending  []streamEntry
+	byStream map[string][]uint64 // pending's seqs of each stream, in order (reads of one stream)
+	pass     *streamPass         // the pass being written; only Append touches it
 }
 
 // streamPass is a sorted pass spread over several Appends: sorted holds
@@ -90,9 +91,7 @@ func (x *streamIndex) load(db *bolt.DB) error {
 	if err != nil {
 		return fmt.Errorf("ledger: stream index tail: %w", err)
 	}
-	x.mu.Lock()
-	x.pending = pending
-	x.mu.Unlock()
+	x.set(pending, nil)
 	return nil
 }
 
@@ -154,23 +153,28 @@ func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) ([]streamEntry, *s
 	return rest, nil, meta.Put(keyStreamsIndexed, u64(pass.through))
 }
 
-// set installs the pending entries after a commit.
+// set installs the pending entries after a commit (or a load). They
+// either extend the ones before (a commit's events) or replace them (a
+// pass completed, or a load): byStream takes the new entries, or is built
+// again from them.
 func (x *streamIndex) set(pending []streamEntry, pass *streamPass) {
 	x.mu.Lock()
+	from := len(x.pending)
+	if len(pending) < from || (from > 0 && pending[0].seq != x.pending[0].seq) || x.byStream == nil {
+		x.byStream, from = make(map[string][]uint64), 0
+	}
+	for _, e := range pending[from:] {
+		x.byStream[e.stream] = append(x.byStream[e.stream], e.seq)
+	}
 	x.pending = pending
 	x.mu.Unlock()
 	x.pass = pass
 }
 
-// tail returns the pending seqs of stream, in stream order.
+// tail returns the pending seqs of stream, in stream order (a copy: a
+// later commit appends to them).
 func (x *streamIndex) tail(stream string) []uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var seqs []uint64
-	for _, e := range x.pending {
-		if e.stream == stream {
-			seqs = append(seqs, e.seq)
-		}
-	}
-	return seqs
+	return slices.Clone(x.byStream[stream])
 }

@@ -76,3 +76,39 @@ func BenchmarkAppendStreamIndex(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStreamStartWithPendingEntries reads the first seq of one stream
+// (a read of a settled task by id) while the stream index holds a whole
+// batch of entries not written to the bucket yet: the pending entries are
+// kept by stream, so the read does not scan them. Run with
+//
+//	go test -run '^$' -bench StreamStartWithPendingEntries ./ledger/
+func BenchmarkStreamStartWithPendingEntries(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	streams := make([]string, 1500)
+	for i := range streams {
+		streams[i] = "task/" + uuid.NewString()
+	}
+	seqs := map[string][]uint64{}
+	appendRoundRobin(b, s, GenesisHead(), streams, streamIndexBatch/96-1, 96, seqs)
+	var written []string
+	for _, name := range streams {
+		if len(seqs[name]) > 0 {
+			written = append(written, name)
+		}
+	}
+	if len(written) == 0 || len(s.index.tail(written[0])) == 0 {
+		b.Fatal("no pending entries")
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		name := written[i%len(written)]
+		if first, err := s.StreamStart(name); err != nil || first != seqs[name][0] {
+			b.Fatalf("StreamStart: %d, %v", first, err)
+		}
+	}
+}

@@ -23,7 +23,7 @@ func lowIndexChunk(t *testing.T, n int) {
 
 // appendRoundRobin appends batches of events spread over streams and
 // returns the seqs of each stream in order.
-func appendRoundRobin(t *testing.T, s *Store, head Head, streams []string, batches, perBatch int, seqs map[string][]uint64) Head {
+func appendRoundRobin(t testing.TB, s *Store, head Head, streams []string, batches, perBatch int, seqs map[string][]uint64) Head {
 	t.Helper()
 	for range batches {
 		var evs []*Event
