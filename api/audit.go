@@ -192,21 +192,16 @@ func (s *Server) inclusionProof(c echo.Context) error {
 		RootHash: root, Hashes: hashes, Checkpoint: s.storedCheckpoint(size)})
 }
 
-// treeOf returns the Merkle tree once it holds size leaves: a tree a
-// batch behind the log (its leaves are added while the next batch
-// commits) catches up from the log first; a size beyond the log is
-// errTreeSize.
+// treeOf returns the Merkle tree once it holds size leaves
+// (transparency.Log.Reach: a tree a batch behind the log catches up
+// first); a size beyond the log is errTreeSize.
 func (s *Server) treeOf(size uint64) (*merkle.Tree, error) {
-	tree := s.tlog.Tree()
-	if size > tree.Size() {
-		if err := s.tlog.CatchUp(); err != nil {
-			return nil, err
-		}
-	}
-	if size > tree.Size() {
+	if err := s.tlog.Reach(size); errors.Is(err, transparency.ErrBeyondLog) {
 		return nil, errTreeSize
+	} else if err != nil {
+		return nil, err
 	}
-	return tree, nil
+	return s.tlog.Tree(), nil
 }
 
 // consistencyProof: GET /admin/proofs/consistency?from=A&to=B — the proof

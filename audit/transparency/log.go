@@ -256,6 +256,24 @@ func (l *Log) CatchUp() error {
 	return l.fill(math.MaxUint64)
 }
 
+// ErrBeyondLog is a tree size larger than the log holds.
+var ErrBeyondLog = errors.New("transparency: the tree size is beyond the log")
+
+// Reach makes sure the tree holds size leaves, catching up from the store
+// when it trails (CatchUp); ErrBeyondLog when the store holds fewer.
+func (l *Log) Reach(size uint64) error {
+	if size <= l.tree.Size() {
+		return nil
+	}
+	if err := l.CatchUp(); err != nil {
+		return err
+	}
+	if size > l.tree.Size() {
+		return fmt.Errorf("%w: size %d, the log holds %d", ErrBeyondLog, size, l.tree.Size())
+	}
+	return nil
+}
+
 func (l *Log) run() {
 	defer close(l.done)
 	tick := time.NewTicker(MinInterval / 4) // retries a checkpoint held back by MinInterval
@@ -295,10 +313,8 @@ func (l *Log) Sign() ([]byte, error) {
 
 // SignAt signs and stores a checkpoint of the given size (at snapshots).
 func (l *Log) SignAt(size uint64) ([]byte, error) {
-	if size > l.tree.Size() {
-		if err := l.CatchUp(); err != nil {
-			return nil, err
-		}
+	if err := l.Reach(size); err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
