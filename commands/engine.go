@@ -31,6 +31,10 @@ type PipelinedLog interface {
 // flight at once (published, not yet acknowledged).
 const DefaultPipelineDepth = 2
 
+// DefaultGatherMax bounds how long a batch waits for the callers the
+// previous commit answered (Options.GatherMax; see gather in pipeline.go).
+const DefaultGatherMax = 10 * time.Millisecond
+
 // Loader rebuilds the projections from the log on disk (after a failed
 // commit).
 type Loader func() (*projections.State, error)
@@ -117,6 +121,7 @@ type Engine struct {
 	done      chan struct{}
 	maxBatch  int
 	depth     int // batches in flight at most: 1, or PipelineDepth on a PipelinedLog
+	gatherMax time.Duration
 
 	// mu guards state. The sequencer holds it for writing whenever the
 	// projections hold a decided event that is not committed yet: from the
@@ -124,10 +129,11 @@ type Engine struct {
 	// since has committed (or the projections were reloaded). So readers
 	// only ever see committed state. readers counts those waiting for it:
 	// the sequencer then stops deciding until the pipeline is empty.
-	mu      sync.RWMutex
-	readers atomic.Int32
-	state   *projections.State
-	failed  atomic.Pointer[failure] // the log cannot be written: fenced, or reload failed
+	mu          sync.RWMutex
+	readers     atomic.Int32
+	readerWaits chan struct{} // a reader began waiting (gather stops waiting for callers)
+	state       *projections.State
+	failed      atomic.Pointer[failure] // the log cannot be written: fenced, or reload failed
 
 	fenced    chan struct{} // closed by fence
 	fenceOnce sync.Once
@@ -137,6 +143,8 @@ type Engine struct {
 	pendingManual *int64      // the test clock's newest decided, uncommitted value
 	pendingJob    *job        // the batch that decided pendingManual
 	gen           uint64      // failed batches so far: a job carries the count it was handed off at
+	cohort        int         // commands the newest commit answered, while the next batch may wait for them (gather)
+	cohortUntil   time.Time   // until when it waits at most
 
 	captures  chan *captureReq // CaptureDecided → sequencer
 	commits   chan *job        // sequencer → committer, in order
@@ -190,6 +198,13 @@ type Options struct {
 	// (default DefaultPipelineDepth; 1 turns pipelining off). Any other
 	// Log has one batch in flight.
 	PipelineDepth int
+	// GatherMax bounds how long the next batch waits, after a commit, for
+	// the callers that commit answered to send their next command, so that
+	// they join it instead of waiting for the commit after it: at most
+	// the commit's own duration, and at most GatherMax (default
+	// DefaultGatherMax; negative: never). Only a pipeline of depth 1
+	// waits (any Log but a PipelinedLog, or one with PipelineDepth 1).
+	GatherMax time.Duration
 	// Committed, when set, is called after every commit that appended
 	// events, with the new head, those events and their bodies (bodies[i]
 	// is what events.DecodeBody returns for events[i]; the hook must
@@ -226,11 +241,15 @@ func NewEngine(o Options) *Engine {
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), exclusive: make(chan *exclusive), stop: make(chan struct{}), done: make(chan struct{}),
 		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves, readModel: o.ReadModel,
-		captures: make(chan *captureReq), fenced: make(chan struct{}), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
+		captures: make(chan *captureReq), readerWaits: make(chan struct{}, 1), fenced: make(chan struct{}), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual
 	}
 	e.depth = 1
+	e.gatherMax = o.GatherMax
+	if e.gatherMax == 0 {
+		e.gatherMax = DefaultGatherMax
+	}
 	if _, ok := o.Log.(PipelinedLog); ok {
 		e.depth = o.PipelineDepth
 		if e.depth <= 0 {
@@ -336,6 +355,10 @@ func (e *Engine) Now() int64 {
 // rlock takes the read lock, telling the sequencer a reader waits.
 func (e *Engine) rlock() {
 	e.readers.Add(1)
+	select {
+	case e.readerWaits <- struct{}{}:
+	default:
+	}
 	e.mu.RLock()
 	e.readers.Add(-1)
 }

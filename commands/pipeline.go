@@ -23,6 +23,21 @@ import (
 // N+1 goes to the committer and the next command opens N+2. So at most two
 // batches are uncommitted: the one in flight and the open one.
 //
+// Gathering: when N has committed, N+1 does not go at once. The callers N
+// answered usually send their next command a moment later (a device's
+// next step); handed off at once, N+1 would commit without them and they
+// would wait for all of N+1's commit and then their own (two commit cycles
+// per command, the fleet split in two halves that take turns). So N+1
+// stays open until it also holds as many commands as N answered, or for
+// at most N's commit duration (capped at GatherMax) after N's answers went
+// out, whichever comes first; a command that arrives when nothing is in
+// flight waits the same way for the callers of the newest commit, if that
+// time has not passed. It never waits while a reader is waiting, and a
+// lone caller (N answered one command, and it is the one arriving) never
+// waits at all. Waiting costs the batch's first commands at most one
+// commit's duration; committing without the callers would cost each of
+// them a whole commit.
+//
 // On a PipelinedLog (a JetStream stream) up to depth batches are in flight
 // at once: the open batch goes to the committer as soon as fewer than
 // depth are, the committer publishes it at once (its expected last
@@ -66,7 +81,8 @@ type job struct {
 	captures []*captureReq // taken after this batch's last decision: answered when it settles
 	gen      uint64        // Engine.gen when handed off: a failure fails every batch of its gen
 
-	commitStart, committed time.Time // for Metrics.Phases: when its commit began and ended
+	took                   time.Duration // its commit's duration (gather waits at most as long for the callers it answered)
+	commitStart, committed time.Time     // for Metrics.Phases: when its commit began and ended
 }
 
 // pipe is the sequencer's view of the pipeline. open != nil implies
@@ -94,6 +110,7 @@ func (e *Engine) run() {
 				locked = true
 				p.open = &job{expected: e.head}
 				e.decideQueued(p.open, r)
+				e.gather(&p, e.cohort)
 				e.handOff(&p)
 			case c := <-e.captures:
 				e.capture(&p, c)
@@ -177,6 +194,7 @@ func (e *Engine) settle(p *pipe, err error) {
 		}
 		failed = append(failed, p.open)
 		p.inflight, p.open = nil, nil
+		e.cohort = 0
 		e.gen++ // what is handed off from now on is decided on the reloaded state
 		e.fail(err, failed...)
 		return
@@ -185,7 +203,49 @@ func (e *Engine) settle(p *pipe, err error) {
 		e.pendingManual, e.pendingJob = nil, nil
 	}
 	j.releaseCaptures(nil)
+	e.planGather(j)
+	if p.open != nil {
+		e.gather(p, len(p.open.reqs)+e.cohort)
+	}
 	e.handOff(p)
+}
+
+// planGather sets up, after j committed, the next batch's wait for the
+// callers j answered: for at most j's commit duration, capped at
+// gatherMax.
+func (e *Engine) planGather(j *job) {
+	e.cohort = 0
+	if e.depth != 1 || e.gatherMax <= 0 || len(j.reqs) == 0 {
+		return
+	}
+	e.cohort = len(j.reqs)
+	e.cohortUntil = time.Now().Add(min(j.took, e.gatherMax)) //tl:wallclock how long a batch waits for callers, not a decision
+}
+
+// gather keeps the open batch open, nothing being in flight, until it
+// holds target commands or e.cohortUntil has passed (see "Gathering"
+// above); it stops early when the batch is full or failed, or a reader
+// waits. It waits once per commit.
+func (e *Engine) gather(p *pipe, target int) {
+	j := p.open
+	target = min(target, e.maxBatch)
+	wait := time.Until(e.cohortUntil)
+	waits := e.cohort > 0 && len(j.reqs) < target && wait > 0 && e.readers.Load() == 0
+	e.cohort = 0
+	if !waits {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for len(j.reqs) < target && j.poisoned == nil && e.readers.Load() == 0 {
+		select {
+		case r := <-e.in:
+			e.decideQueued(j, r)
+		case <-e.readerWaits: // the loop's condition tells a waiting reader from an old signal
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // handOff sends the open batch to the committer (fewer than depth are in
@@ -480,6 +540,7 @@ func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answer
 		}
 		e.publish(j)
 	}
+	j.took = time.Since(start)
 	e.results <- err
 	if err == nil {
 		answers <- j
