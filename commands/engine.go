@@ -143,8 +143,8 @@ type Engine struct {
 	pendingManual *int64      // the test clock's newest decided, uncommitted value
 	pendingJob    *job        // the batch that decided pendingManual
 	gen           uint64      // failed batches so far: a job carries the count it was handed off at
-	cohort        int         // commands the newest commit answered, while the next batch may wait for them (gather)
-	cohortUntil   time.Time   // until when it waits at most
+	gatherTo      int         // after a commit, the commands the next batch waits to hold (0: it does not wait; gather)
+	gatherUntil   time.Time   // until when it waits at most
 
 	captures  chan *captureReq // CaptureDecided → sequencer
 	commits   chan *job        // sequencer → committer, in order

@@ -110,7 +110,7 @@ func (e *Engine) run() {
 				locked = true
 				p.open = &job{expected: e.head}
 				e.decideQueued(p.open, r)
-				e.gather(&p, e.cohort)
+				e.gather(&p)
 				e.handOff(&p)
 			case c := <-e.captures:
 				e.capture(&p, c)
@@ -194,7 +194,7 @@ func (e *Engine) settle(p *pipe, err error) {
 		}
 		failed = append(failed, p.open)
 		p.inflight, p.open = nil, nil
-		e.cohort = 0
+		e.gatherTo = 0
 		e.gen++ // what is handed off from now on is decided on the reloaded state
 		e.fail(err, failed...)
 		return
@@ -203,36 +203,38 @@ func (e *Engine) settle(p *pipe, err error) {
 		e.pendingManual, e.pendingJob = nil, nil
 	}
 	j.releaseCaptures(nil)
-	e.planGather(j)
+	e.planGather(p, j)
 	if p.open != nil {
-		e.gather(p, len(p.open.reqs)+e.cohort)
+		e.gather(p)
 	}
 	e.handOff(p)
 }
 
 // planGather sets up, after j committed, the next batch's wait for the
-// callers j answered: for at most j's commit duration, capped at
-// gatherMax.
-func (e *Engine) planGather(j *job) {
-	e.cohort = 0
+// callers j answered: until it holds as many commands more than the open
+// batch holds now, for at most j's commit duration, capped at gatherMax.
+func (e *Engine) planGather(p *pipe, j *job) {
+	e.gatherTo = 0
 	if e.depth != 1 || e.gatherMax <= 0 || len(j.reqs) == 0 {
 		return
 	}
-	e.cohort = len(j.reqs)
-	e.cohortUntil = time.Now().Add(min(j.took, e.gatherMax)) //tl:wallclock how long a batch waits for callers, not a decision
+	e.gatherTo = len(j.reqs)
+	if p.open != nil {
+		e.gatherTo += len(p.open.reqs)
+	}
+	e.gatherUntil = time.Now().Add(min(j.took, e.gatherMax)) //tl:wallclock how long a batch waits for callers, not a decision
 }
 
 // gather keeps the open batch open, nothing being in flight, until it
-// holds target commands or e.cohortUntil has passed (see "Gathering"
+// holds e.gatherTo commands or e.gatherUntil has passed (see "Gathering"
 // above); it stops early when the batch is full or failed, or a reader
 // waits. It waits once per commit.
-func (e *Engine) gather(p *pipe, target int) {
+func (e *Engine) gather(p *pipe) {
 	j := p.open
-	target = min(target, e.maxBatch)
-	wait := time.Until(e.cohortUntil)
-	waits := e.cohort > 0 && len(j.reqs) < target && wait > 0 && e.readers.Load() == 0
-	e.cohort = 0
-	if !waits {
+	target := min(e.gatherTo, e.maxBatch)
+	e.gatherTo = 0
+	wait := time.Until(e.gatherUntil)
+	if len(j.reqs) >= target || wait <= 0 || e.readers.Load() > 0 {
 		return
 	}
 	t := time.NewTimer(wait)
@@ -524,9 +526,10 @@ func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answer
 	if err == nil && o.failed && j.gen == o.failedGen {
 		err = errEarlierFailed
 	}
+	j.took = time.Since(start)
 	if j.batch != nil {
 		if err == nil && e.metrics.BatchCommitted != nil {
-			e.metrics.BatchCommitted(len(j.reqs), len(j.events), time.Since(start))
+			e.metrics.BatchCommitted(len(j.reqs), len(j.events), j.took)
 		}
 		if err != nil && !errors.Is(err, errEarlierFailed) && e.metrics.CommitFailed != nil {
 			e.metrics.CommitFailed(err)
@@ -540,7 +543,6 @@ func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answer
 		}
 		e.publish(j)
 	}
-	j.took = time.Since(start)
 	e.results <- err
 	if err == nil {
 		answers <- j
