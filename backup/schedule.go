@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"taskledger/internal/durable"
 )
 
 // FilePrefix and FileExt name the archives a schedule writes:
@@ -33,7 +35,7 @@ func WriteFile(dir string, write func(io.Writer) (string, error)) (string, error
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	tmp := f.Name()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(durable.Writeback(f), 1<<20)
 	name, err := write(bw)
 	if err == nil {
 		err = bw.Flush()

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 
+	"taskledger/internal/durable"
 	"taskledger/internal/failpoint"
 	"taskledger/ledger"
 )
@@ -108,7 +109,7 @@ func Write(dir string, s *Snapshot) (string, error) {
 		}
 	}()
 	sum := crc32.New(castagnoli)
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(durable.Writeback(f), 1<<20)
 	w := io.MultiWriter(bw, sum)
 	var hlen [4]byte
 	binary.BigEndian.PutUint32(hlen[:], uint32(len(hb)))

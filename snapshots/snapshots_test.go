@@ -3,10 +3,12 @@ package snapshots
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"taskledger/internal/durable"
 	"taskledger/ledger"
 )
 
@@ -154,5 +156,28 @@ func TestPruneKeepsTheNewest(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "snapshot-3.tlsnap.tmp")); !os.IsNotExist(err) {
 		t.Fatal("old .tmp kept")
+	}
+}
+
+// A snapshot larger than several chunks, written back on the way (the
+// system's own writeback), reads back whole.
+func TestLargeSnapshotRoundTrips(t *testing.T) {
+	dir := t.TempDir()
+	s := snap(42, "")
+	s.State = make([]byte, 5*durable.FlushAfter+12345)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range s.State {
+		s.State[i] = byte(r.Uint32())
+	}
+	path, err := Write(dir, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.State, s.State) || got.Seq != 42 {
+		t.Fatalf("read back seq %d and %d bytes, want seq 42 and the %d written", got.Seq, len(got.State), len(s.State))
 	}
 }

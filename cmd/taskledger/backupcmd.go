@@ -17,6 +17,7 @@ import (
 
 	"taskledger/audit/checkpoint"
 	"taskledger/backup"
+	"taskledger/internal/durable"
 	"taskledger/ledger"
 
 	"github.com/spf13/cobra"
@@ -183,7 +184,7 @@ func writeArchive(out string, total int64, stderr io.Writer, fill func(io.Writer
 		dw := newDirectWriter(f)
 		dst, flush = dw, dw.Flush
 	} else {
-		bw := bufio.NewWriterSize(f, 1<<20)
+		bw := bufio.NewWriterSize(durable.Writeback(f), 1<<20)
 		dst, flush = bw, bw.Flush
 	}
 	sink := dst

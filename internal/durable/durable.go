@@ -1,8 +1,14 @@
-// Package durable writes the small files beside the log (the head record,
+// Package durable writes files beside the log so that a crash or a power
+// cut cannot tear them, and large ones so that they do not stall the log.
+//
+// WriteFile writes the small files beside the log (the head record,
 // the initial admin token, the checkpoint key) so that a power cut leaves
 // either the old or the new content whole, never a torn or empty file:
 // the content goes to NAME.tmp, which is fsynced, renamed over NAME, and
 // the directory fsynced so that the rename itself survives the cut.
+// Writeback is for the large ones (snapshots, backup archives): it writes
+// them back to the disk a chunk at a time as they are written, so their
+// final fsync does not put them in the disk's queue all at once.
 //
 // A failpoint sits after each step (internal/failpoint, build tag
 // failpoints): with an error action the write stops there and returns the
