@@ -144,6 +144,20 @@ func TestInProcessRunCountsAndVerifies(t *testing.T) {
 	if len(p.Phases) != len(phaseNames) || p.Phases[len(p.Phases)-1].Max <= 0 || p.CommitBusy <= 0 || p.CommitBusy > 1 {
 		t.Errorf("pauses %+v: want every phase measured and the committer busy for a fraction of the run", p)
 	}
+	// The tail and the commits' parts: a bbolt ledger's commit writes
+	// pages and syncs them, and its parts fit in the commit.
+	if line := res.Line(); !strings.Contains(line, "tail (the slowest 1%, ≥ ") || !strings.Contains(line, "commit parts p50/p99/max: build ") {
+		t.Errorf("line without the tail or the commit parts: %s", line)
+	}
+	if len(p.Tail) != len(phaseNames) || p.TailFrom <= 0 || p.Tail[len(p.Tail)-1] < p.TailFrom {
+		t.Errorf("tail %v from %s: want every phase, and a mean total at least the p99", p.Tail, p.TailFrom)
+	}
+	if len(p.Parts) != len(commitPartNames) || p.Parts[2].P50 <= 0 || p.PageWrites[0] < 2 || p.PageWrites[2] < p.PageWrites[1] {
+		t.Fatalf("commit parts %+v, page writes %v: want every part, a write and at least a page and the meta page each", p.Parts, p.PageWrites)
+	}
+	if p.Parts[2].Max > p.CommitMax {
+		t.Errorf("a commit's write took %s, longer than the longest commit %s", p.Parts[2].Max, p.CommitMax)
+	}
 	checkLedger(t, dir, res, cfg)
 }
 

@@ -33,7 +33,17 @@ type Pauses struct {
 	// Phases: where the commands answered after a commit spent their
 	// time, each phase's p50 / p99 / max (commands.Phases).
 	Phases []PhaseStat
-	raw    bool // a raw group commit's batches: commits only
+	// Tail: where the slowest commands (total ≥ TailFrom, the p99) spent
+	// their time, each phase's mean over them (Phases' order).
+	Tail     []time.Duration
+	TailFrom time.Duration
+	// Parts: what each commit of a bbolt ledger spent its time on
+	// (commitPartNames: building the transaction, spilling its nodes into
+	// pages, writing them with both fdatasyncs) and its page writes, each
+	// part's p50 / p99 / max; none for a log that is not a bbolt ledger.
+	Parts      []PhaseStat
+	PageWrites [3]int64 // page writes per commit: p50, p99, max
+	raw        bool     // a raw group commit's batches: commits only
 }
 
 // PhaseStat is one phase of the commands' time.
@@ -52,6 +62,28 @@ func (p *Pauses) PhasesLine() string {
 		s += fmt.Sprintf(" %s %s/%s/%s", ph.Name, round(ph.P50), round(ph.P99), round(ph.Max))
 	}
 	return s
+}
+
+// TailLine is the one-line report of the tail: where the slowest
+// hundredth of the commands spent their time.
+func (p *Pauses) TailLine() string {
+	s := fmt.Sprintf("tail (the slowest 1%%, ≥ %s), mean:", round(p.TailFrom))
+	for i, d := range p.Tail {
+		if i > 0 {
+			s += ";"
+		}
+		s += fmt.Sprintf(" %s %s", phaseNames[i], round(d))
+	}
+	return s
+}
+
+// PartsLine is the one-line report of the commits' parts.
+func (p *Pauses) PartsLine() string {
+	s := "commit parts p50/p99/max:"
+	for _, ph := range p.Parts {
+		s += fmt.Sprintf(" %s %s/%s/%s;", ph.Name, round(ph.P50), round(ph.P99), round(ph.Max))
+	}
+	return s + fmt.Sprintf(" page writes %d/%d/%d", p.PageWrites[0], p.PageWrites[1], p.PageWrites[2])
 }
 
 // Line is the one-line report of the pauses.
@@ -81,6 +113,20 @@ type pauseProbe struct {
 	gc0      []metrics.Sample
 	began    time.Time
 	phases   [len(phaseNames)][]time.Duration
+	parts    [len(commitPartNames)][]time.Duration
+	writes   []int64
+}
+
+// commitPartNames are the parts of a bbolt ledger's commit: the
+// transaction built (the batch's puts and deletes, with the head check and
+// any wait for the store's lock), its changed nodes spilled into pages, and
+// the pages written and synced (the pages, fdatasync, the meta page,
+// fdatasync).
+var commitPartNames = [...]string{"build", "spill", "write"}
+
+// writeStatser is a log that reports its commits' parts: a bbolt ledger.
+type writeStatser interface {
+	WriteStats() ledger.WriteStats
 }
 
 var phaseNames = [...]string{"queued", "decide", "wait", "commit", "publish", "answer", "wake", "total"}
@@ -120,10 +166,26 @@ type timedLog struct {
 }
 
 func (t timedLog) Append(b *ledger.Batch) error {
+	ws, parted := t.Log.(writeStatser)
+	var w0 ledger.WriteStats
+	if parted {
+		w0 = ws.WriteStats()
+	}
 	t0 := time.Now()
 	err := t.Log.Append(b)
 	d := time.Since(t0)
+	var w1 ledger.WriteStats
+	if parted {
+		w1 = ws.WriteStats()
+	}
 	t.p.mu.Lock()
+	if t.p.on && parted && err == nil {
+		spill, write := w1.Spill-w0.Spill, w1.Write-w0.Write
+		for i, part := range [...]time.Duration{max(d-spill-write, 0), spill, write} {
+			t.p.parts[i] = append(t.p.parts[i], part)
+		}
+		t.p.writes = append(t.p.writes, w1.Writes-w0.Writes)
+	}
 	if t.p.on {
 		t.p.commits = append(t.p.commits, d)
 		t.p.events += len(b.Events)
@@ -170,6 +232,17 @@ func (p *pauseProbe) stop() *Pauses {
 		r.EventsPerCommit = float64(p.events) / float64(len(p.commits))
 		r.SoftPerCommit = float64(p.soft) / float64(len(p.commits))
 	}
+	r.TailFrom, r.Tail = tail(p.phases[:])
+	for i, ds := range p.parts {
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			r.Parts = append(r.Parts, PhaseStat{commitPartNames[i], pct(ds, 50), pct(ds, 99), ds[len(ds)-1]})
+		}
+	}
+	if n := len(p.writes); n > 0 {
+		slices.Sort(p.writes)
+		r.PageWrites = [3]int64{pct(p.writes, 50), pct(p.writes, 99), p.writes[n-1]}
+	}
 	for i, ds := range p.phases {
 		if len(ds) > 0 {
 			slices.Sort(ds)
@@ -190,4 +263,31 @@ func (p *pauseProbe) stop() *Pauses {
 	}
 	r.GCCPU = time.Duration((gc1[2].Value.Float64() - p.gc0[2].Value.Float64()) * float64(time.Second))
 	return r
+}
+
+// tail returns the p99 of the commands' totals (the last of phases, one
+// entry per command in every phase) and the mean of each phase over the
+// commands whose total reached it. It reads phases before they are sorted.
+func tail(phases [][]time.Duration) (from time.Duration, means []time.Duration) {
+	totals := phases[len(phases)-1]
+	if len(totals) == 0 {
+		return 0, nil
+	}
+	sorted := slices.Sorted(slices.Values(totals))
+	from = pct(sorted, 99)
+	sums := make([]time.Duration, len(phases))
+	n := 0
+	for j, t := range totals {
+		if t < from {
+			continue
+		}
+		n++
+		for i := range phases {
+			sums[i] += phases[i][j]
+		}
+	}
+	for i := range sums {
+		sums[i] /= time.Duration(n)
+	}
+	return from, sums
 }

@@ -125,7 +125,7 @@ func merge(name string, workers int, elapsed time.Duration, recs []*recorder) *R
 }
 
 // pct is the p-th percentile (nearest rank) of sorted.
-func pct(sorted []time.Duration, p int) time.Duration {
+func pct[T int64 | time.Duration](sorted []T, p int) T {
 	if len(sorted) == 0 {
 		return 0
 	}
@@ -160,6 +160,10 @@ func (r *Result) Line() string {
 		s += "\n    " + r.Pauses.Line()
 		if len(r.Pauses.Phases) > 0 {
 			s += "\n    " + r.Pauses.PhasesLine()
+			s += "\n    " + r.Pauses.TailLine()
+		}
+		if len(r.Pauses.Parts) > 0 {
+			s += "\n    " + r.Pauses.PartsLine()
 		}
 	}
 	return s

@@ -202,6 +202,24 @@ func Exists(dir string) bool {
 // Path is the file's path.
 func (s *Store) Path() string { return s.path }
 
+// WriteStats are a store's write transactions' figures since it opened,
+// summed over every commit (bbolt's): the time spent spilling the changed
+// nodes into pages, the time spent writing them (the pages' writes and
+// both fdatasyncs of each commit: the pages', then the meta page's), and
+// the page writes (one per page, or per node that overflows into several,
+// and one for the meta page). The difference between two readings around
+// one Append is that commit's, when nothing else wrote meanwhile.
+type WriteStats struct {
+	Spill, Write time.Duration
+	Writes       int64
+}
+
+// WriteStats returns the store's write figures so far.
+func (s *Store) WriteStats() WriteStats {
+	st := s.db.Stats().TxStats
+	return WriteStats{Spill: st.GetSpillTime(), Write: st.GetWriteTime(), Writes: st.GetWrite()}
+}
+
 // Close closes the file and releases the lock.
 func (s *Store) Close() error { return s.db.Close() }
 
