@@ -11,7 +11,8 @@
 //	           through meta "streams_indexed" (through the head when that
 //	           key is absent); the entries of later events are rebuilt in
 //	           memory from the events at open and written in a sorted
-//	           pass once a few thousand are pending, a chunk of the pass
+//	           pass once a few thousand are pending (sorted by a goroutine,
+//	           off the commit), a chunk of the pass
 //	           per commit in key order; "streams_indexed" moves with the
 //	           pass's last chunk, so the bucket may also hold entries of
 //	           later events (a pass under way), which Stream reads once

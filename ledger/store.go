@@ -279,8 +279,7 @@ func (s *Store) Append(b *Batch) error {
 
 // appendLocked is Append's transaction (appendMu held).
 func (s *Store) appendLocked(b *Batch) error {
-	var pending []streamEntry
-	var pass *streamPass
+	var index indexState
 	err := s.update(func(tx *bolt.Tx) error {
 		head, err := readHead(tx)
 		if err != nil {
@@ -315,7 +314,7 @@ func (s *Store) appendLocked(b *Batch) error {
 			if err := meta.Put(keyHead, hb); err != nil {
 				return err
 			}
-			if pending, pass, err = s.index.write(tx, b, head); err != nil {
+			if index, err = s.index.write(tx, b, head); err != nil {
 				return err
 			}
 		}
@@ -353,7 +352,7 @@ func (s *Store) appendLocked(b *Batch) error {
 		return nil
 	})
 	if err == nil && len(b.Events) > 0 {
-		s.index.set(pending, pass)
+		s.index.set(index)
 	}
 	return err
 }

@@ -1,10 +1,12 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
-	bolt "go.etcd.io/bbolt"
 	"sync"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // lowIndexBatch makes Append write the stream index every n events.
@@ -237,6 +239,71 @@ func TestStreamIndexPassSpreadOverAppends(t *testing.T) {
 	}
 	if got := len(s.index.pending); uint64(got) != head.Seq-seq {
 		t.Fatalf("%d entries pending after seq %d with head %d", got, seq, head.Seq)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamIndexPassSortedOffTheCommitPath: from streamIndexSortOff
+// entries a pass is sorted by a goroutine: the Append that starts it
+// writes no chunk, the first Append after the sort is done writes the
+// first; an Append that does not commit drops the sort it started; reads
+// are complete throughout, and the pass completes.
+func TestStreamIndexPassSortedOffTheCommitPath(t *testing.T) {
+	lowIndexBatch(t, 12)
+	lowIndexChunk(t, 1) // 2 × the batch's events per Append
+	old := streamIndexSortOff
+	streamIndexSortOff = 12
+	t.Cleanup(func() { streamIndexSortOff = old })
+	s := mustOpen(t, t.TempDir())
+	streams := []string{"task/a", "task/b", "task/bb", "device/c", "task/c"}
+	seqs := map[string][]uint64{}
+	inBucket := func() (seq uint64, n int) {
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			seq, n = indexedThrough(tx), tx.Bucket(bucketStreams).Stats().KeyN
+			return nil
+		})
+		return seq, n
+	}
+	head := appendRoundRobin(t, s, GenesisHead(), streams, 5, 2, seqs)
+
+	// An Append that reaches the batch but does not commit (its read-model
+	// write is refused after the index was written) leaves no sort behind.
+	evs, _ := sealed(t, head, 2, "task/a", uint64(len(seqs["task/a"])+1))
+	bad := &Batch{Expected: head, Events: evs, ReadModel: []ReadModelWrite{{Bucket: "not-a-read-model", Key: []byte("k"), Value: []byte("v")}}}
+	if err := s.Append(bad); !errors.Is(err, ErrBadBatch) {
+		t.Fatalf("a batch with a bad read-model bucket: %v, want ErrBadBatch", err)
+	}
+	if s.index.sort != nil || len(s.index.pending) != 10 {
+		t.Fatalf("after a refused Append: sort %v, %d pending; want none and 10", s.index.sort, len(s.index.pending))
+	}
+
+	head = appendRoundRobin(t, s, head, streams, 1, 2, seqs) // 12 entries: the sort starts
+	if s.index.sort == nil || s.index.pass != nil {
+		t.Fatalf("at 12 entries: sort %v, pass %v; want a sort and no pass yet", s.index.sort, s.index.pass)
+	}
+	if seq, n := inBucket(); seq != 0 || n != 0 {
+		t.Fatalf("the Append that started the sort wrote %d keys (indexed through %d), want none", n, seq)
+	}
+	checkStreams(t, s, seqs)
+	<-s.index.sort.done
+	head = appendRoundRobin(t, s, head, streams, 1, 2, seqs)
+	if s.index.pass == nil || s.index.sort != nil {
+		t.Fatalf("after the sort: pass %v, sort %v; want the pass under way", s.index.pass, s.index.sort)
+	}
+	if seq, n := inBucket(); seq != 0 || n != 4 {
+		t.Fatalf("after the first chunk: indexed through %d with %d keys, want 0 and 4", seq, n)
+	}
+	for range 3 {
+		head = appendRoundRobin(t, s, head, streams, 1, 2, seqs)
+		checkStreams(t, s, seqs)
+	}
+	if seq, n := inBucket(); seq != 12 || n != 12 {
+		t.Fatalf("indexed through %d with %d keys, want the pass complete: 12 and 12", seq, n)
+	}
+	if got := len(s.index.pending); uint64(got) != head.Seq-12 {
+		t.Fatalf("%d entries pending after seq 12 with head %d", got, head.Seq)
 	}
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
