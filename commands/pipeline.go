@@ -539,7 +539,7 @@ func (e *Engine) settled(o *outcomes, j *job, err error, start time.Time, answer
 		o.failed, o.failedGen = true, j.gen
 	} else {
 		if e.metrics.Phases != nil {
-			j.commitStart, j.committed = start, time.Now() //tl:wallclock phase metric
+			j.commitStart, j.committed = start, start.Add(j.took)
 		}
 		e.publish(j)
 	}
