@@ -7,7 +7,11 @@
 //	events     key: big-endian uint64 seq; value: msgpack Event envelope
 //	           (fill percent 1.0: keys only ever grow)
 //	streams    key: stream name, 0x00, big-endian uint64 stream version;
-//	           value: big-endian uint64 seq (reads by stream). Complete
+//	           value: a run of big-endian uint64 seqs, the stream's events
+//	           from that version on, in order (format 1: one seq per key;
+//	           format 2: a pass writes one run per stream; a seq read
+//	           twice — a pass cut short and written again — is skipped).
+//	           Reads by stream and a task's creation seq. Complete
 //	           through meta "streams_indexed" (through the head when that
 //	           key is absent); the entries of later events are rebuilt in
 //	           memory from the events at open and written in a sorted
@@ -17,7 +21,9 @@
 //	           pass's last chunk, so the bucket may also hold entries of
 //	           later events (a pass under way), which Stream reads once
 //	           (streamindex.go)
-//	meta       "format" → format version; "head" → msgpack Head;
+//	meta       "format" → format version (1 or 2: the first run of more
+//	           than one seq moves a file of format 1 to 2 in its commit;
+//	           opening changes no byte); "head" → msgpack Head;
 //	           "streams_indexed" → big-endian uint64 seq;
 //	           "manual_clock" → msgpack ManualClock;
 //	           "secret_check" → key-check value of the claim-token secret

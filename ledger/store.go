@@ -16,8 +16,14 @@ import (
 	"taskledger/internal/failpoint"
 )
 
-// FormatVersion is the version of the file layout described in doc.go.
-const FormatVersion = 1
+// FormatVersion is the version of the file layout described in doc.go
+// that this build writes. It reads every version from formatFirst on.
+const FormatVersion = formatRuns
+
+const (
+	formatFirst = 1 // one stream-index key per event
+	formatRuns  = 2 // a stream-index key may hold a run of seqs (putRuns)
+)
 
 // FileName is the log's file name inside the data directory.
 const FileName = "taskledger.db"
@@ -186,11 +192,24 @@ func (s *Store) checkFormat() error {
 			return fmt.Errorf("%w: no meta bucket", ErrFormat)
 		}
 		v := meta.Get(keyFormat)
-		if len(v) != 8 || binary.BigEndian.Uint64(v) != FormatVersion {
-			return fmt.Errorf("%w: want version %d", ErrFormat, FormatVersion)
+		if len(v) != 8 || binary.BigEndian.Uint64(v) < formatFirst || binary.BigEndian.Uint64(v) > FormatVersion {
+			return fmt.Errorf("%w: want version %d to %d", ErrFormat, formatFirst, FormatVersion)
 		}
 		return nil
 	})
+}
+
+// upgradeFormat records, in tx, that the file now holds what version
+// introduced (a no-op when it is at that version or later). Opening a
+// file changes no byte; the first write that needs the newer layout moves
+// the version with it, so an older binary refuses the file rather than
+// misreading it.
+func upgradeFormat(tx *bolt.Tx, version uint64) error {
+	meta := tx.Bucket(bucketMeta)
+	if v := meta.Get(keyFormat); len(v) == 8 && binary.BigEndian.Uint64(v) >= version {
+		return nil
+	}
+	return meta.Put(keyFormat, u64(version))
 }
 
 // Exists reports whether dir holds a ledger file.
@@ -456,10 +475,10 @@ func (s *Store) StreamStart(stream string) (uint64, error) {
 		prefix := append([]byte(stream), 0)
 		k, v := tx.Bucket(bucketStreams).Cursor().Seek(prefix)
 		if k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8 {
-			if len(v) != 8 {
+			if len(v) == 0 || len(v)%8 != 0 {
 				return fmt.Errorf("%w: stream %s index entry of %d bytes", ErrCorrupt, stream, len(v))
 			}
-			first = binary.BigEndian.Uint64(v)
+			first = binary.BigEndian.Uint64(v[:8])
 		}
 		return nil
 	})
@@ -491,11 +510,19 @@ func (s *Store) Stream(stream string, fn func(*Event) error) error {
 		prefix := append([]byte(stream), 0)
 		var last uint64 // the stream's newest seq read from the bucket
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, v = c.Next() {
-			if len(v) == 8 {
-				last = max(last, binary.BigEndian.Uint64(v))
+			if len(v) == 0 || len(v)%8 != 0 {
+				return fmt.Errorf("%w: stream %s index entry of %d bytes", ErrCorrupt, stream, len(v))
 			}
-			if err := emit(v); err != nil {
-				return err
+			for ; len(v) > 0; v = v[8:] {
+				// A stream's seqs grow with its versions. One already read
+				// is an entry written twice: a pass cut short (one key per
+				// event) and written again as runs.
+				if seq := binary.BigEndian.Uint64(v[:8]); seq > last {
+					last = seq
+					if err := emit(v[:8]); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		// The entries not in the bucket yet; those a pass moved into it

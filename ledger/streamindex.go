@@ -190,11 +190,11 @@ func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) (indexState, error
 		}
 	}
 	end := min(len(pass.sorted), pass.done+max(streamIndexChunk, 2*len(b.Events)))
-	streams := tx.Bucket(bucketStreams)
-	for _, e := range pass.sorted[pass.done:end] {
-		if err := streams.Put(streamKey(e.stream, e.version), u64(e.seq)); err != nil {
-			return indexState{}, err
-		}
+	for end < len(pass.sorted) && pass.sorted[end].stream == pass.sorted[end-1].stream {
+		end++ // a stream's run is never cut between two chunks
+	}
+	if err := putRuns(tx, pass.sorted[pass.done:end]); err != nil {
+		return indexState{}, err
 	}
 	if end < len(pass.sorted) {
 		return indexState{pending: next, pass: &streamPass{sorted: pass.sorted, done: end, through: pass.through}}, nil
@@ -208,6 +208,40 @@ func (x *streamIndex) write(tx *bolt.Tx, b *Batch, head Head) (indexState, error
 	rest := make([]streamEntry, len(next)-i, max(len(next)-i, streamIndexBatch))
 	copy(rest, next[i:])
 	return indexState{pending: rest}, meta.Put(keyStreamsIndexed, u64(pass.through))
+}
+
+// putRuns writes sorted entries as runs: each stream's consecutive
+// entries under one key, its first version, whose value is their seqs (8
+// bytes each, in version order). A pass holds every event of a stream
+// after the indexed seq, so a stream's entries in it are consecutive
+// versions. One key per stream and pass, not per event, dirties one leaf
+// page per stream the chunk touches and keeps the bucket several times
+// smaller. The first run of more than one seq moves the file's format
+// to formatRuns: a binary that reads one seq per key refuses the file.
+func putRuns(tx *bolt.Tx, sorted []streamEntry) error {
+	streams := tx.Bucket(bucketStreams)
+	upgraded := false
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j].stream == sorted[i].stream {
+			j++
+		}
+		v := make([]byte, 0, 8*(j-i))
+		for _, e := range sorted[i:j] {
+			v = binary.BigEndian.AppendUint64(v, e.seq)
+		}
+		if err := streams.Put(streamKey(sorted[i].stream, sorted[i].version), v); err != nil {
+			return err
+		}
+		if j-i > 1 && !upgraded {
+			if err := upgradeFormat(tx, formatRuns); err != nil {
+				return err
+			}
+			upgraded = true
+		}
+		i = j
+	}
+	return nil
 }
 
 // set installs the index's state after a commit (or a load). The pending
