@@ -103,6 +103,38 @@ type IdemView struct {
 	rmOn     bool
 	rmWrites []ledger.ReadModelWrite
 	rows     map[uint64]*IdemRecord
+	// The rows of rmWrites are encoded off the caller (rowChunks): their
+	// writes wait in rmWrites without a value until drainRecordWrites.
+	rowRecs   []*IdemRecord // records whose row no chunk encodes yet
+	rowAt     []int         // the index in rmWrites of each one's write
+	rowChunks []*rowChunk
+}
+
+// rowChunkSize is how many record rows one goroutine encodes: the
+// sequencer hands them on and decides on (encoding a row is about a
+// tenth of a decision), and waits only for the ones not done when the
+// batch is handed off.
+const rowChunkSize = 32
+
+// rowChunk is record rows being encoded by a goroutine of their own: the
+// records (immutable once put) and where their values go in rmWrites.
+type rowChunk struct {
+	recs []*IdemRecord
+	at   []int
+	vals [][]byte
+	done chan struct{}
+}
+
+func startRowChunk(recs []*IdemRecord, at []int) *rowChunk {
+	c := &rowChunk{recs: recs, at: at, vals: make([][]byte, len(recs)), done: make(chan struct{})}
+	go func() {
+		var x recordRowEnc
+		for i, r := range c.recs {
+			c.vals[i] = x.write(r).Value
+		}
+		close(c.done)
+	}()
+	return c
 }
 
 func newIdemView() *IdemView {
@@ -181,7 +213,13 @@ func (v *IdemView) rowPut(r *IdemRecord) {
 		v.rows[r.Seq] = r
 	}
 	if v.rmOn {
-		v.rmWrites = append(v.rmWrites, RecordWrite(r))
+		v.rmWrites = append(v.rmWrites, ledger.ReadModelWrite{Bucket: RMRecords, Key: u64key(r.Seq)}) // its value: drainRecordWrites
+		v.rowRecs = append(v.rowRecs, r)
+		v.rowAt = append(v.rowAt, len(v.rmWrites)-1)
+		if len(v.rowRecs) == rowChunkSize {
+			v.rowChunks = append(v.rowChunks, startRowChunk(v.rowRecs, v.rowAt))
+			v.rowRecs, v.rowAt = nil, nil
+		}
 	}
 }
 
@@ -196,16 +234,31 @@ func (v *IdemView) rowDel(seq uint64) {
 
 // drainRecordWrites returns the records bucket's writes since the last
 // drain, in the order they were made.
+// The rows still being encoded are waited for; the last ones, fewer than
+// a chunk, are encoded here.
 func (v *IdemView) drainRecordWrites() []ledger.ReadModelWrite {
 	ws := v.rmWrites
-	v.rmWrites = nil
+	for _, c := range v.rowChunks {
+		<-c.done
+		for i, at := range c.at {
+			ws[at].Value = c.vals[i]
+		}
+	}
+	var x recordRowEnc
+	for i, r := range v.rowRecs {
+		ws[v.rowAt[i]].Value = x.write(r).Value
+	}
+	v.rmWrites, v.rowRecs, v.rowAt, v.rowChunks = nil, nil, nil, nil
 	return ws
 }
 
 // recordsOnDisk says that every record of the projections has its row on
 // disk (a load checked the read model is at the head): from now on each
 // put and expiry writes its row with the batch (TakeReadModel).
-func (v *IdemView) recordsOnDisk() { v.rmOn, v.rmWrites, v.rows = true, nil, nil }
+func (v *IdemView) recordsOnDisk() {
+	v.rmOn, v.rmWrites, v.rows = true, nil, nil
+	v.rowRecs, v.rowAt, v.rowChunks = nil, nil, nil
+}
 
 // tombstone marks the record id as expired.
 func (v *IdemView) tombstone(id string) {

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -268,5 +269,70 @@ func TestSettledTaskDocumentsAreKeyedByCreationSeq(t *testing.T) {
 	rm.memReadModel[RMTasks+"\x00"+string(u64key(a.CreateSeq))] = rm.memReadModel[RMTasks+"\x00"+string(u64key(b.CreateSeq))]
 	if got, err := settledTask(rm, a.ID); got != nil || !errors.Is(err, ledger.ErrCorrupt) {
 		t.Fatalf("a's creation seq holding b's document read as %+v (%v), want ErrCorrupt", got, err)
+	}
+}
+
+// TestRecordRowsEncodedOffTheCallerKeepTheirOrder: rows are encoded by
+// goroutines, a chunk at a time, while puts go on; a drain gives every
+// write in the order made, each put's value what RecordWrite encodes,
+// also for a record put and expired since the last drain (its delete
+// after its put), and the bucket holds what a replay computes.
+func TestRecordRowsEncodedOffTheCallerKeepTheirOrder(t *testing.T) {
+	const retention = 5
+	cfg := Config{IdempotencyRetentionMs: retention}
+	live := New(cfg)
+	live.Idem.recordsOnDisk()
+	replay := New(cfg)
+	replay.Idem.rows = map[uint64]*IdemRecord{}
+	rm := memReadModel{}
+	recs := map[uint64]*IdemRecord{}
+	at := int64(0)
+	drains, expiredInWindow := 0, 0
+	for step := range 1000 {
+		at += int64(step % 2)
+		seq := uint64(step + 1)
+		for _, s := range []*State{live, replay} {
+			r := &IdemRecord{Scope: "device:d:op", Key: fmt.Sprint("k", step), At: at, Seq: seq, Outcome: OutcomeAccepted,
+				TaskID: fmt.Sprint("task-", step), Fingerprint: []byte{byte(step)}, Reply: &Reply{State: "RUNNING", Version: seq}}
+			s.Idem.put(r)
+			s.Head = ledger.Head{Seq: seq, Hash: bytes.Repeat([]byte{1}, ledger.HashSize), At: at}
+			s.Idem.expire(at, retention)
+			if s == live {
+				recs[seq] = r
+			}
+		}
+		if step%(3*rowChunkSize+5) != 0 { // several chunks and a remainder per drain
+			continue
+		}
+		drains++
+		ws := live.Idem.drainRecordWrites()
+		put := map[string]bool{}
+		for i, w := range ws {
+			if w.Bucket != RMRecords {
+				continue
+			}
+			if w.Value == nil {
+				if put[string(w.Key)] {
+					expiredInWindow++
+				}
+				continue
+			}
+			put[string(w.Key)] = true
+			r := recs[binary.BigEndian.Uint64(w.Key)]
+			if want := RecordWrite(r); !bytes.Equal(w.Value, want.Value) {
+				t.Fatalf("step %d: write %d (seq %d) holds %x, want %x", step, i, r.Seq, w.Value, want.Value)
+			}
+		}
+		rm.apply(ws)
+		want := map[string]string{}
+		for seq, r := range replay.Idem.rows {
+			want[string(u64key(seq))] = string(RecordWrite(r).Value)
+		}
+		if got := rm.rows(); len(want) == 0 || !maps.Equal(got, want) {
+			t.Fatalf("step %d: the bucket holds %d rows, a replay %d", step, len(got), len(want))
+		}
+	}
+	if drains < 5 || expiredInWindow == 0 {
+		t.Fatalf("%d drains, %d records put and expired between two: the test did not cover both", drains, expiredInWindow)
 	}
 }
