@@ -253,10 +253,7 @@ func (c *TaskCall) quietHeartbeat(x *Ctx, t *projections.Task, scope string, lea
 		Reply: &projections.Reply{TaskID: t.ID, State: string(t.State), Version: t.Version, Generation: t.Generation,
 			ExecutionID: t.Exec.ID, ServerTime: x.Now, LeaseExpiresAt: lease, CancelRequested: t.CancelRequested,
 			Step: c.Step}}
-	rawLease, err := ledger.Marshal(soft)
-	if err != nil {
-		return nil, err
-	}
+	rawLease := soft.Encode()
 	rawRec, err := projections.EncodeSoftIdem(rec)
 	if err != nil {
 		return nil, err

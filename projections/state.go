@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"taskledger/internal/msgpack/mpwrite"
 
 	"taskledger/events"
 	"taskledger/ledger"
@@ -112,6 +113,20 @@ type SoftLease struct {
 	Generation     uint64 `msgpack:"claim_generation"`
 	LeaseExpiresAt int64  `msgpack:"lease_expires_at"`
 	SeenAt         int64  `msgpack:"seen_at"`
+}
+
+// Encode returns the soft record's stored bytes: what ledger.Marshal
+// gives (a map of the fields in declaration order, compact integers),
+// written directly. A quiet heartbeat encodes one on the sequencer, and
+// the reflective encoder took about 3.5 µs of it.
+func (l *SoftLease) Encode() []byte {
+	b := make([]byte, 0, 128+len(l.TaskID)+len(l.ExecutionID))
+	b = mpwrite.MapLen(b, 5)
+	b = mpwrite.String(mpwrite.String(b, "task_id"), l.TaskID)
+	b = mpwrite.String(mpwrite.String(b, "execution_id"), l.ExecutionID)
+	b = mpwrite.Uint(mpwrite.String(b, "claim_generation"), l.Generation)
+	b = mpwrite.Int(mpwrite.String(b, "lease_expires_at"), l.LeaseExpiresAt)
+	return mpwrite.Int(mpwrite.String(b, "seen_at"), l.SeenAt)
 }
 
 // SoftLeaseKey is the soft-record key of an execution's running lease.
