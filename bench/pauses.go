@@ -112,7 +112,7 @@ type pauseProbe struct {
 	totalMax time.Duration
 	gc0      []metrics.Sample
 	began    time.Time
-	phases   [len(phaseNames)][]time.Duration
+	phases   phaseLog
 	parts    [len(commitPartNames)][]time.Duration
 	writes   []int64
 }
@@ -139,11 +139,49 @@ func (p *pauseProbe) phase(ph commands.Phases) {
 	}
 	p.mu.Lock()
 	if p.on {
-		for i := range d {
-			p.phases[i] = append(p.phases[i], d[i])
-		}
+		p.phases.add(d)
 	}
 	p.mu.Unlock()
+}
+
+// phaseBlock is how many commands' phases one block of a phaseLog holds.
+const phaseBlock = 1024
+
+// phaseLog keeps every command's phases in fixed blocks. Appending to one
+// slice per phase copied the whole slice each time it doubled (a megabyte
+// per phase at 150,000 commands), under the probe's lock, which every
+// caller takes as it is answered: the run stalled its own callers for
+// milliseconds at a time, and those stalls were in the measured tail.
+type phaseLog struct {
+	blocks []*[phaseBlock][len(phaseNames)]time.Duration
+	n      int
+}
+
+func (l *phaseLog) add(d [len(phaseNames)]time.Duration) {
+	if l.n%phaseBlock == 0 {
+		l.blocks = append(l.blocks, new([phaseBlock][len(phaseNames)]time.Duration))
+	}
+	l.blocks[l.n/phaseBlock][l.n%phaseBlock] = d
+	l.n++
+}
+
+// columns returns each phase's durations, one entry per command, in the
+// order they were added.
+func (l *phaseLog) columns() [][]time.Duration {
+	out := make([][]time.Duration, len(phaseNames))
+	if l.n == 0 {
+		return out
+	}
+	for i := range out {
+		out[i] = make([]time.Duration, l.n)
+	}
+	for j := range l.n {
+		row := &l.blocks[j/phaseBlock][j%phaseBlock]
+		for i := range out {
+			out[i][j] = row[i]
+		}
+	}
+	return out
 }
 
 var gcMetrics = []string{"/gc/cycles/total:gc-cycles", "/sched/pauses/total/gc:seconds", "/cpu/classes/gc/total:cpu-seconds"}
@@ -232,7 +270,8 @@ func (p *pauseProbe) stop() *Pauses {
 		r.EventsPerCommit = float64(p.events) / float64(len(p.commits))
 		r.SoftPerCommit = float64(p.soft) / float64(len(p.commits))
 	}
-	r.TailFrom, r.Tail = tail(p.phases[:])
+	phases := p.phases.columns()
+	r.TailFrom, r.Tail = tail(phases)
 	for i, ds := range p.parts {
 		if len(ds) > 0 {
 			slices.Sort(ds)
@@ -243,7 +282,7 @@ func (p *pauseProbe) stop() *Pauses {
 		slices.Sort(p.writes)
 		r.PageWrites = [3]int64{pct(p.writes, 50), pct(p.writes, 99), p.writes[n-1]}
 	}
-	for i, ds := range p.phases {
+	for i, ds := range phases {
 		if len(ds) > 0 {
 			slices.Sort(ds)
 			r.Phases = append(r.Phases, PhaseStat{phaseNames[i], pct(ds, 50), pct(ds, 99), ds[len(ds)-1]})
