@@ -139,12 +139,14 @@ type Engine struct {
 	fenceOnce sync.Once
 
 	// Owned by the sequencer goroutine.
-	head          ledger.Head // after the newest decided event
-	pendingManual *int64      // the test clock's newest decided, uncommitted value
-	pendingJob    *job        // the batch that decided pendingManual
-	gen           uint64      // failed batches so far: a job carries the count it was handed off at
-	gatherTo      int         // after a commit, the commands the next batch waits to hold (0: it does not wait; gather)
-	gatherUntil   time.Time   // until when it waits at most
+	head          ledger.Head   // after the newest decided event
+	pendingManual *int64        // the test clock's newest decided, uncommitted value
+	pendingJob    *job          // the batch that decided pendingManual
+	gen           uint64        // failed batches so far: a job carries the count it was handed off at
+	gatherTo      int           // after a commit, the commands the next batch waits to hold (0: it does not wait; gather)
+	gatherUntil   time.Time     // until when it waits, unless callers are still arriving then
+	gatherLull    time.Duration // past gatherUntil, it waits on while the last caller came less than this ago
+	gatherCap     time.Time     // and never past this
 
 	captures  chan *captureReq // CaptureDecided → sequencer
 	commits   chan *job        // sequencer → committer, in order

@@ -120,3 +120,86 @@ func TestALoneCallerDoesNotWaitForItself(t *testing.T) {
 		t.Fatalf("%d appends, want 3", got)
 	}
 }
+
+// answeredTogether commits callers' first commands in one batch whose
+// commit lasts hold (so the wait for their next commands is about hold)
+// and returns when all of them were answered: closing next[i] makes
+// caller i send its second command; done gets every command's outcome.
+func answeredTogether(t *testing.T, callers int, hold time.Duration) (g *gatedLog, next []chan struct{}, done chan error) {
+	t.Helper()
+	e, g, _ := newTestEngineWith(t, func(o *Options) { o.GatherMax = time.Minute })
+	release, held := holdNext(g)
+	primer := goDo(e, newCreate()) // commits alone; its commit is held while the callers queue behind it
+	<-held
+	next = make([]chan struct{}, callers)
+	done = make(chan error, 2*callers)
+	for i := range callers {
+		next[i] = make(chan struct{})
+		go func() {
+			_, err := e.Do(context.Background(), newCreate())
+			done <- err
+			<-next[i]
+			_, err = e.Do(context.Background(), newCreate())
+			done <- err
+		}()
+	}
+	waitSequenced(t, e, uint64(callers)+1)
+	release2, held2 := holdNext(g) // the callers' batch
+	close(release)
+	recv(t, primer, "primer")
+	<-held2
+	time.Sleep(hold)
+	close(release2)
+	for range callers {
+		recv(t, done, "first command")
+	}
+	return g, next, done
+}
+
+// paced lets caller i send its next command at from + i*every.
+func paced(next []chan struct{}, from, every time.Duration) {
+	start := time.Now() //tl:wallclock the test paces the callers
+	for i := range next {
+		time.Sleep(time.Until(start.Add(from + time.Duration(i)*every)))
+		close(next[i])
+	}
+}
+
+// TestGatherWaitsOnWhileCallersKeepArriving: when the wait for the
+// callers the last commit answered runs out while they are still
+// arriving, the batch waits on while they keep coming and goes with all
+// of them, instead of leaving the late ones a whole commit behind.
+func TestGatherWaitsOnWhileCallersKeepArriving(t *testing.T) {
+	const callers = 20
+	g, next, done := answeredTogether(t, callers, 400*time.Millisecond)
+	// The wait is about 400 ms; they send their next commands from 320 ms
+	// after their answers, 5 ms apart, the last ones past it.
+	paced(next, 320*time.Millisecond, 5*time.Millisecond)
+	for range callers {
+		recv(t, done, "second command")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if got := g.sizes[2:]; len(got) != 1 || got[0] != callers {
+		t.Fatalf("the batches after the callers' first: %v events, want one of %d", got, callers)
+	}
+}
+
+// TestGatherWaitsOnNoLongerThanTwiceItsTime: callers that keep arriving
+// hold the batch up to twice its wait and no longer: the ones after go in
+// the next batch.
+func TestGatherWaitsOnNoLongerThanTwiceItsTime(t *testing.T) {
+	const callers = 50
+	g, next, done := answeredTogether(t, callers, 100*time.Millisecond)
+	// The wait is about 100 ms, the cap about 200 ms; they arrive from
+	// 50 ms to 295 ms, 5 ms apart.
+	paced(next, 50*time.Millisecond, 5*time.Millisecond)
+	for range callers {
+		recv(t, done, "second command")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if got := g.sizes[2:]; len(got) < 2 || got[0] <= 11 || got[0] >= callers {
+		t.Fatalf("the batches after the callers' first: %v events, want the first past the wait (more than 11) and cut before the last caller", got)
+	}
+}

@@ -29,13 +29,17 @@ import (
 // would wait for all of N+1's commit and then their own (two commit cycles
 // per command, the fleet split in two halves that take turns). So N+1
 // stays open until it also holds as many commands as N answered, or for
-// at most N's commit duration (capped at GatherMax) after N's answers went
-// out, whichever comes first; a command that arrives when nothing is in
+// N's commit duration (capped at GatherMax) after N's answers went out,
+// whichever comes first; a command that arrives when nothing is in
 // flight waits the same way for the callers of the newest commit, if that
-// time has not passed. It never waits while a reader is waiting, and a
+// time has not passed. When that time is up while the callers are still
+// arriving (the last one less than an eighth of it ago: a machine slowed
+// down, the callers did not stop), it waits on while they keep coming,
+// up to twice that time: cut there, the rest of them would each wait a
+// whole commit more. It never waits while a reader is waiting, and a
 // lone caller (N answered one command, and it is the one arriving) never
-// waits at all. Waiting costs the batch's first commands at most one
-// commit's duration; committing without the callers would cost each of
+// waits at all. Waiting costs the batch's first commands at most two
+// commits' duration; committing without the callers would cost each of
 // them a whole commit.
 //
 // On a PipelinedLog (a JetStream stream) up to depth batches are in flight
@@ -222,8 +226,14 @@ func (e *Engine) planGather(p *pipe, j *job) {
 	if p.open != nil {
 		e.gatherTo += len(p.open.reqs)
 	}
-	e.gatherUntil = time.Now().Add(min(j.took, e.gatherMax)) //tl:wallclock how long a batch waits for callers, not a decision
+	wait := min(j.took, e.gatherMax)
+	now := time.Now() //tl:wallclock how long a batch waits for callers, not a decision
+	e.gatherUntil, e.gatherCap, e.gatherLull = now.Add(wait), now.Add(2*wait), max(wait/8, minGatherLull)
 }
+
+// minGatherLull is the shortest pause in arrivals that ends a gather run
+// past its time: callers a few microseconds apart are still coming.
+const minGatherLull = 200 * time.Microsecond
 
 // gather keeps the open batch open, nothing being in flight, until it
 // holds e.gatherTo commands or e.gatherUntil has passed (see "Gathering"
@@ -239,13 +249,21 @@ func (e *Engine) gather(p *pipe) {
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	var last time.Time // the last caller's arrival
 	for len(j.reqs) < target && j.poisoned == nil && e.readers.Load() == 0 {
 		select {
 		case r := <-e.in:
 			e.decideQueued(j, r)
+			last = time.Now() //tl:wallclock how long a batch waits for callers, not a decision
 		case <-e.readerWaits: // the loop's condition tells a waiting reader from an old signal
 		case <-t.C:
-			return
+			// Callers still arriving: wait on until one lull passes
+			// without any, or the cap.
+			now := time.Now() //tl:wallclock how long a batch waits for callers, not a decision
+			if last.IsZero() || now.Sub(last) >= e.gatherLull || !now.Before(e.gatherCap) {
+				return
+			}
+			t.Reset(min(e.gatherLull-now.Sub(last), e.gatherCap.Sub(now)))
 		}
 	}
 }
