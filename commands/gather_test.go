@@ -171,10 +171,11 @@ func paced(next []chan struct{}, from, every time.Duration) {
 // of them, instead of leaving the late ones a whole commit behind.
 func TestGatherWaitsOnWhileCallersKeepArriving(t *testing.T) {
 	const callers = 20
-	g, next, done := answeredTogether(t, callers, 400*time.Millisecond)
-	// The wait is about 400 ms; they send their next commands from 320 ms
-	// after their answers, 5 ms apart, the last ones past it.
-	paced(next, 320*time.Millisecond, 5*time.Millisecond)
+	g, next, done := answeredTogether(t, callers, 800*time.Millisecond)
+	// The wait is about 800 ms (a lull of 100 ms ends it past that); they
+	// send their next commands from 740 ms after their answers, 5 ms
+	// apart, the last ones past it.
+	paced(next, 740*time.Millisecond, 5*time.Millisecond)
 	for range callers {
 		recv(t, done, "second command")
 	}
@@ -189,17 +190,18 @@ func TestGatherWaitsOnWhileCallersKeepArriving(t *testing.T) {
 // hold the batch up to twice its wait and no longer: the ones after go in
 // the next batch.
 func TestGatherWaitsOnNoLongerThanTwiceItsTime(t *testing.T) {
-	const callers = 50
-	g, next, done := answeredTogether(t, callers, 100*time.Millisecond)
-	// The wait is about 100 ms, the cap about 200 ms; they arrive from
-	// 50 ms to 295 ms, 5 ms apart.
-	paced(next, 50*time.Millisecond, 5*time.Millisecond)
+	const callers = 80
+	g, next, done := answeredTogether(t, callers, 200*time.Millisecond)
+	// The wait is about 200 ms (a lull of 25 ms ends it past that), the
+	// cap about 400 ms; they arrive from 100 ms to 495 ms, 5 ms apart:
+	// 21 of them within the wait.
+	paced(next, 100*time.Millisecond, 5*time.Millisecond)
 	for range callers {
 		recv(t, done, "second command")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if got := g.sizes[2:]; len(got) < 2 || got[0] <= 11 || got[0] >= callers {
-		t.Fatalf("the batches after the callers' first: %v events, want the first past the wait (more than 11) and cut before the last caller", got)
+	if got := g.sizes[2:]; len(got) < 2 || got[0] <= 21 || got[0] >= callers {
+		t.Fatalf("the batches after the callers' first: %v events, want the first past the wait (more than 21) and cut before the last caller", got)
 	}
 }
