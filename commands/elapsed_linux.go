@@ -20,8 +20,9 @@ import (
 // the wall clock as much). A suspend, a wall-clock step or slew beyond
 // boottimeSlack, or boottimeReuse passing, reads the clock again.
 func elapsed() time.Duration {
+	before := readClocks()
 	if last := lastBoot.Load(); last != nil {
-		if d, ok := boottimeSince(last, readClocks()); ok {
+		if d, ok := boottimeSince(last, before); ok {
 			return d
 		}
 	}
@@ -31,10 +32,13 @@ func elapsed() time.Duration {
 	}
 	// The other clocks are read after BOOTTIME, so what is carried
 	// forward from here is never ahead of BOOTTIME itself: elapsed never
-	// goes back when the next system call reads it.
+	// goes back when the next system call reads it. A reading the thread
+	// was held up around (it lags by as long) is not carried forward.
 	r := readClocks()
 	r.boot = time.Duration(ts.Nano())
-	lastBoot.Store(&r)
+	if r.mono-before.mono <= boottimeSlack {
+		lastBoot.Store(&r)
+	}
 	return r.boot
 }
 
