@@ -23,12 +23,12 @@ func elapsed() time.Duration {
 	before := readClocks()
 	if last := lastBoot.Load(); last != nil {
 		if d, ok := boottimeSince(last, before); ok {
-			return d
+			return noEarlier(d)
 		}
 	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return time.Since(processStart)
+		return noEarlier(time.Since(processStart))
 	}
 	// The other clocks are read after BOOTTIME, so what is carried
 	// forward from here is never ahead of BOOTTIME itself: elapsed never
@@ -39,7 +39,24 @@ func elapsed() time.Duration {
 	if r.mono-before.mono <= boottimeSlack {
 		lastBoot.Store(&r)
 	}
-	return r.boot
+	return noEarlier(r.boot)
+}
+
+// elapsedHigh is the largest value elapsed returned. Readings stored by
+// goroutines that raced may lag one another by up to boottimeSlack;
+// noEarlier keeps what elapsed returns from ever going back across them.
+var elapsedHigh atomic.Int64
+
+func noEarlier(d time.Duration) time.Duration {
+	for {
+		h := elapsedHigh.Load()
+		if int64(d) <= h {
+			return time.Duration(h)
+		}
+		if elapsedHigh.CompareAndSwap(h, int64(d)) {
+			return d
+		}
+	}
 }
 
 const (

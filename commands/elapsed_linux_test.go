@@ -61,3 +61,16 @@ func TestElapsedFollowsBoottime(t *testing.T) {
 		prev = got
 	}
 }
+
+// TestElapsedNeverGoesBackAcrossRacingReadings: a reading stored by a
+// goroutine that was held up lags the kernel's clock; a value returned
+// from it after a fresher one was returned elsewhere is not earlier.
+func TestElapsedNeverGoesBackAcrossRacingReadings(t *testing.T) {
+	prev := elapsed()
+	lagging := readClocks()
+	lagging.boot = prev - time.Millisecond // stored by a goroutine held up a millisecond
+	lastBoot.Store(&lagging)
+	if got := elapsed(); got < prev {
+		t.Fatalf("elapsed went back by %v after an earlier call returned %v", prev-got, prev)
+	}
+}
