@@ -3,6 +3,8 @@ package ledger
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -162,5 +164,64 @@ func TestStreamIndexEntryOfABadLengthIsCorrupt(t *testing.T) {
 		if _, err := s.StreamStart("task/x"); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("StreamStart over a %d-byte entry: %v, want ErrCorrupt", len(v), err)
 		}
+	}
+}
+
+// TestStreamReadsStayCompleteThroughRandomPassesAndRestarts: with random
+// pass, chunk and sort thresholds, random batches over streams of related
+// names, and the ledger reopened at random (passes cut short and written
+// again), every stream reads complete and in order throughout.
+func TestStreamReadsStayCompleteThroughRandomPassesAndRestarts(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 1))
+			lowIndexBatch(t, 8+r.IntN(30))
+			lowIndexChunk(t, 1+r.IntN(10))
+			old := streamIndexSortOff
+			streamIndexSortOff = 1 + r.IntN(40)
+			t.Cleanup(func() { streamIndexSortOff = old })
+			dir := t.TempDir()
+			opt := Options{NoSync: true} // reads are the point, not durability
+			s, err := Open(dir, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { s.Close() }()
+			streams := []string{"task/a", "task/b", "task/c", "device/x", "task/aa", "t"}
+			seqs := map[string][]uint64{}
+			head := GenesisHead()
+			for range 300 {
+				var evs []*Event
+				h := head
+				for range 1 + r.IntN(6) {
+					name := streams[r.IntN(len(streams))]
+					body, _ := Marshal(map[string]any{"i": 1})
+					e := &Event{Stream: name, StreamVersion: uint64(len(seqs[name]) + 1), Type: "test.event", Schema: 1,
+						At: h.At + 1, Actor: Actor{Kind: ActorSystem, ID: "taskledger"}, Body: body}
+					if h, err = Seal(e, h); err != nil {
+						t.Fatal(err)
+					}
+					seqs[name] = append(seqs[name], e.Seq)
+					evs = append(evs, e)
+				}
+				if err := s.Append(&Batch{Expected: head, Events: evs}); err != nil {
+					t.Fatal(err)
+				}
+				head = h
+				if r.IntN(15) == 0 {
+					s.Close()
+					if s, err = Open(dir, opt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if r.IntN(5) == 0 {
+					checkStreams(t, s, seqs)
+				}
+			}
+			checkStreams(t, s, seqs)
+			if err := s.Check(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
