@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,6 +166,18 @@ func paced(next []chan struct{}, from, every time.Duration) {
 	}
 }
 
+// secondBatches waits for the callers' second commands and returns the
+// events of each batch committed after the callers' first.
+func secondBatches(t *testing.T, g *gatedLog, done chan error, callers int) []int {
+	t.Helper()
+	for range callers {
+		recv(t, done, "second command")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.sizes[2:])
+}
+
 // TestGatherWaitsOnWhileCallersKeepArriving: when the wait for the
 // callers the last commit answered runs out while they are still
 // arriving, the batch waits on while they keep coming and goes with all
@@ -176,12 +189,7 @@ func TestGatherWaitsOnWhileCallersKeepArriving(t *testing.T) {
 	// send their next commands from 740 ms after their answers, 5 ms
 	// apart, the last ones past it.
 	paced(next, 740*time.Millisecond, 5*time.Millisecond)
-	for range callers {
-		recv(t, done, "second command")
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if got := g.sizes[2:]; len(got) != 1 || got[0] != callers {
+	if got := secondBatches(t, g, done, callers); len(got) != 1 || got[0] != callers {
 		t.Fatalf("the batches after the callers' first: %v events, want one of %d", got, callers)
 	}
 }
@@ -196,12 +204,7 @@ func TestGatherWaitsOnNoLongerThanTwiceItsTime(t *testing.T) {
 	// cap about 400 ms; they arrive from 100 ms to 495 ms, 5 ms apart:
 	// 21 of them within the wait.
 	paced(next, 100*time.Millisecond, 5*time.Millisecond)
-	for range callers {
-		recv(t, done, "second command")
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if got := g.sizes[2:]; len(got) < 2 || got[0] <= 21 || got[0] >= callers {
+	if got := secondBatches(t, g, done, callers); len(got) < 2 || got[0] <= 21 || got[0] >= callers {
 		t.Fatalf("the batches after the callers' first: %v events, want the first past the wait (more than 21) and cut before the last caller", got)
 	}
 }

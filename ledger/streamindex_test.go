@@ -30,26 +30,36 @@ func lowIndexChunk(t *testing.T, n int) {
 func appendRoundRobin(t testing.TB, s *Store, head Head, streams []string, batches, perBatch int, seqs map[string][]uint64) Head {
 	t.Helper()
 	for range batches {
-		var evs []*Event
-		h := head
-		for i := range perBatch {
-			name := streams[(int(h.Seq)+i)%len(streams)]
-			body, _ := Marshal(map[string]any{"i": i})
-			e := &Event{Stream: name, StreamVersion: uint64(len(seqs[name]) + 1), Type: "test.event", Schema: 1,
-				At: h.At + 1, Actor: Actor{Kind: ActorSystem, ID: "taskledger"}, Body: body}
-			var err error
-			if h, err = Seal(e, h); err != nil {
-				t.Fatal(err)
-			}
-			seqs[name] = append(seqs[name], e.Seq)
-			evs = append(evs, e)
+		names := make([]string, perBatch)
+		for i := range names { // event i follows head by i events: (head.Seq + i) + i
+			names[i] = streams[(int(head.Seq)+2*i)%len(streams)]
 		}
-		if err := s.Append(&Batch{Expected: head, Events: evs}); err != nil {
-			t.Fatal(err)
-		}
-		head = h
+		head = appendOn(t, s, head, names, seqs)
 	}
 	return head
+}
+
+// appendOn appends one batch continuing head, an event on each of names
+// in turn, and records their seqs in seqs.
+func appendOn(t testing.TB, s *Store, head Head, names []string, seqs map[string][]uint64) Head {
+	t.Helper()
+	var evs []*Event
+	h := head
+	for i, name := range names {
+		body, _ := Marshal(map[string]any{"i": i})
+		e := &Event{Stream: name, StreamVersion: uint64(len(seqs[name]) + 1), Type: "test.event", Schema: 1,
+			At: h.At + 1, Actor: Actor{Kind: ActorSystem, ID: "taskledger"}, Body: body}
+		var err error
+		if h, err = Seal(e, h); err != nil {
+			t.Fatal(err)
+		}
+		seqs[name] = append(seqs[name], e.Seq)
+		evs = append(evs, e)
+	}
+	if err := s.Append(&Batch{Expected: head, Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // bucketCount is what the streams bucket holds: keys, and the seqs of

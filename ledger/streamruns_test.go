@@ -191,23 +191,11 @@ func TestStreamReadsStayCompleteThroughRandomPassesAndRestarts(t *testing.T) {
 			seqs := map[string][]uint64{}
 			head := GenesisHead()
 			for range 300 {
-				var evs []*Event
-				h := head
-				for range 1 + r.IntN(6) {
-					name := streams[r.IntN(len(streams))]
-					body, _ := Marshal(map[string]any{"i": 1})
-					e := &Event{Stream: name, StreamVersion: uint64(len(seqs[name]) + 1), Type: "test.event", Schema: 1,
-						At: h.At + 1, Actor: Actor{Kind: ActorSystem, ID: "taskledger"}, Body: body}
-					if h, err = Seal(e, h); err != nil {
-						t.Fatal(err)
-					}
-					seqs[name] = append(seqs[name], e.Seq)
-					evs = append(evs, e)
+				names := make([]string, 1+r.IntN(6))
+				for i := range names {
+					names[i] = streams[r.IntN(len(streams))]
 				}
-				if err := s.Append(&Batch{Expected: head, Events: evs}); err != nil {
-					t.Fatal(err)
-				}
-				head = h
+				head = appendOn(t, s, head, names, seqs)
 				if r.IntN(15) == 0 {
 					s.Close()
 					if s, err = Open(dir, opt); err != nil {

@@ -312,7 +312,7 @@ func (e *tabEnc) recordBody(r *IdemRecord) {
 
 // recordRef writes what a section that names records by seq keeps of a
 // record: scope, key, time and seq (the first fields of record's
-// encoding); the whole record is its row in the read model (RecordWrite).
+// encoding); the whole record is its row in the read model (recordRowEnc).
 func (e *tabEnc) recordRef(id string, r *IdemRecord) {
 	if !isIdemID(id, r.Scope, r.Key) {
 		e.fail("record %q is filed as %q", IdemID(r.Scope, r.Key), id)
@@ -332,13 +332,6 @@ func (e *tabEnc) ref(scope string, key idemKey, at int64, seq uint64) {
 	}
 	e.sv(at)
 	e.uv(seq)
-}
-
-// RecordWrite is the read-model write of a record's row: the record with
-// the few strings it names, self-contained.
-func RecordWrite(r *IdemRecord) ledger.ReadModelWrite {
-	var x recordRowEnc
-	return x.write(r)
 }
 
 // recordRowEnc encodes record rows one after another, reusing its scratch:

@@ -14,6 +14,12 @@ import (
 	"taskledger/ledger"
 )
 
+// recordRow is a record's row as a lone encoder writes it.
+func recordRow(r *IdemRecord) ledger.ReadModelWrite {
+	var x recordRowEnc
+	return x.write(r)
+}
+
 // memReadModel is a read model in memory: the batches' writes applied in
 // order.
 type memReadModel map[string][]byte
@@ -274,7 +280,7 @@ func TestSettledTaskDocumentsAreKeyedByCreationSeq(t *testing.T) {
 
 // TestRecordRowsEncodedOffTheCallerKeepTheirOrder: rows are encoded by
 // goroutines, a chunk at a time, while puts go on; a drain gives every
-// write in the order made, each put's value what RecordWrite encodes,
+// write in the order made, each put's value what a lone encoder writes,
 // also for a record put and expired since the last drain (its delete
 // after its put), and the bucket holds what a replay computes.
 func TestRecordRowsEncodedOffTheCallerKeepTheirOrder(t *testing.T) {
@@ -319,14 +325,14 @@ func TestRecordRowsEncodedOffTheCallerKeepTheirOrder(t *testing.T) {
 			}
 			put[string(w.Key)] = true
 			r := recs[binary.BigEndian.Uint64(w.Key)]
-			if want := RecordWrite(r); !bytes.Equal(w.Value, want.Value) {
+			if want := recordRow(r); !bytes.Equal(w.Value, want.Value) {
 				t.Fatalf("step %d: write %d (seq %d) holds %x, want %x", step, i, r.Seq, w.Value, want.Value)
 			}
 		}
 		rm.apply(ws)
 		want := map[string]string{}
 		for seq, r := range replay.Idem.rows {
-			want[string(u64key(seq))] = string(RecordWrite(r).Value)
+			want[string(u64key(seq))] = string(recordRow(r).Value)
 		}
 		if got := rm.rows(); len(want) == 0 || !maps.Equal(got, want) {
 			t.Fatalf("step %d: the bucket holds %d rows, a replay %d", step, len(got), len(want))
