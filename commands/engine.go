@@ -159,7 +159,8 @@ type Engine struct {
 	manual *ManualClock // the test clock, when serving with --clock=manual
 
 	committedHook func(head ledger.Head, events []*ledger.Event, bodies []any)
-	leavesHook    func(first uint64, raws [][]byte)
+	leavesHook    func(first uint64, raws, hashes [][]byte)
+	leafHash      func(raw []byte) []byte
 	readModel     bool // batches carry the read-model writes their events make
 
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
@@ -224,8 +225,15 @@ type Options struct {
 	// readers may see the batch's events in the projections and the log
 	// before the tree holds them (the tree fills itself from the log when
 	// asked past its size), but no command of the batch is answered
-	// before. The bytes must not change.
-	Leaves func(first uint64, raws [][]byte)
+	// before. The bytes must not change. hashes holds each leaf's hash
+	// (LeafHash of its bytes) when LeafHash is set, else it is nil.
+	Leaves func(first uint64, raws, hashes [][]byte)
+	// LeafHash, when set with Leaves, hashes a batch's leaves on a
+	// goroutine started when the batch is handed to the committer, so
+	// they are hashed while it commits rather than between its commit and
+	// its answers; Leaves gets the hashes. It must be safe to call from
+	// any goroutine.
+	LeafHash func(raw []byte) []byte
 	// ReadModel makes every batch that appends events carry the writes of
 	// the on-disk read model of finished tasks its newest event makes
 	// (projections.State.TakeReadModel), in the same transaction. Only a
@@ -242,7 +250,7 @@ func NewEngine(o Options) *Engine {
 	}
 	e := &Engine{log: o.Log, load: o.Load, clock: o.Clock, cfg: o.Config, metrics: o.Metrics, logger: o.Logger,
 		in: make(chan *request, o.MaxBatch), exclusive: make(chan *exclusive), stop: make(chan struct{}), done: make(chan struct{}),
-		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves, readModel: o.ReadModel,
+		maxBatch: o.MaxBatch, state: o.State, head: o.State.Head, manual: o.Manual, committedHook: o.Committed, leavesHook: o.Leaves, leafHash: o.LeafHash, readModel: o.ReadModel,
 		captures: make(chan *captureReq), readerWaits: make(chan struct{}, 1), fenced: make(chan struct{}), commits: make(chan *job, 1), results: make(chan error, 1), committed: make(chan struct{})}
 	if o.Manual != nil {
 		e.clock = o.Manual

@@ -85,6 +85,9 @@ type job struct {
 	captures []*captureReq // taken after this batch's last decision: answered when it settles
 	gen      uint64        // Engine.gen when handed off: a failure fails every batch of its gen
 
+	leafHashes [][]byte      // each event's Merkle leaf hash (Options.LeafHash), once hashed is closed
+	hashed     chan struct{} // closed when leafHashes is filled; nil when nothing hashes them
+
 	took                   time.Duration // its commit's duration (gather waits at most as long for the callers it answered)
 	commitStart, committed time.Time     // for Metrics.Phases: when its commit began and ended
 }
@@ -303,7 +306,27 @@ func (e *Engine) handOff(p *pipe) {
 	}
 	j.gen = e.gen
 	p.inflight = append(p.inflight, j)
-	e.commits <- j // the committer takes it at once: fewer than depth are in flight
+	e.hashLeaves(j) // started first: the committer, readied last, runs next
+	e.commits <- j  // the committer takes it at once: fewer than depth are in flight
+}
+
+// hashLeaves hashes j's leaves (Options.LeafHash) on a goroutine of its
+// own while j commits: its answers then wait only for the tree to take
+// them (grow), not for the hashing as well. The bytes never change once
+// sealed; a batch that fails is never grown and the goroutine just ends.
+func (e *Engine) hashLeaves(j *job) {
+	if e.leavesHook == nil || e.leafHash == nil || len(j.encoded) == 0 {
+		return
+	}
+	j.hashed = make(chan struct{})
+	go func(raws [][]byte) {
+		hashes := make([][]byte, len(raws))
+		for i, raw := range raws {
+			hashes[i] = e.leafHash(raw)
+		}
+		j.leafHashes = hashes
+		close(j.hashed)
+	}(j.encoded)
 }
 
 // decideQueued decides r and then every command already queued, up to a
@@ -591,7 +614,10 @@ func (e *Engine) publish(j *job) {
 // answer.
 func (e *Engine) grow(j *job) {
 	if e.leavesHook != nil && len(j.events) > 0 {
-		e.leavesHook(j.events[0].Seq, j.encoded)
+		if j.hashed != nil {
+			<-j.hashed
+		}
+		e.leavesHook(j.events[0].Seq, j.encoded, j.leafHashes)
 	}
 	if !j.committed.IsZero() {
 		published := time.Now() //tl:wallclock phase metric

@@ -3,8 +3,10 @@ package commands
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,7 +356,7 @@ func TestMerkleLeavesGrowBeforeTheAnswerWhileTheNextBatchCommits(t *testing.T) {
 	var mu sync.Mutex
 	var firsts []uint64
 	e, g, _ := newTestEngineWith(t, func(o *Options) {
-		o.Leaves = func(first uint64, raws [][]byte) {
+		o.Leaves = func(first uint64, raws, _ [][]byte) {
 			mu.Lock()
 			firsts = append(firsts, first)
 			n := len(firsts)
@@ -393,5 +395,48 @@ func TestMerkleLeavesGrowBeforeTheAnswerWhileTheNextBatchCommits(t *testing.T) {
 	defer mu.Unlock()
 	if len(firsts) != 2 || firsts[0] != 1 || firsts[1] != 2 {
 		t.Fatalf("leaves handed over from seqs %v, want [1 2]", firsts)
+	}
+}
+
+// TestMerkleLeavesAreHashedWhileTheirBatchCommits: with Options.LeafHash
+// a batch's leaves are hashed while its commit is still running, not
+// between its commit and its answers, and Leaves gets each leaf's hash
+// beside its bytes.
+func TestMerkleLeavesAreHashedWhileTheirBatchCommits(t *testing.T) {
+	hash := func(raw []byte) []byte { h := sha256.Sum256(raw); return h[:] }
+	hashedAll := make(chan struct{})
+	var hashedN atomic.Int32
+	var mu sync.Mutex
+	var gotRaws, gotHashes [][]byte
+	e, g, _ := newTestEngineWith(t, func(o *Options) {
+		o.LeafHash = func(raw []byte) []byte {
+			if hashedN.Add(1) == 1 {
+				close(hashedAll) // a create appends one event
+			}
+			return hash(raw)
+		}
+		o.Leaves = func(first uint64, raws, hashes [][]byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			gotRaws, gotHashes = raws, hashes
+		}
+	})
+	hold, held := holdNext(g)
+	done := goDo(e, newCreate())
+	<-held // the batch's append waits
+	select {
+	case <-hashedAll:
+	case <-time.After(10 * time.Second):
+		close(hold)
+		t.Fatal("the leaves were not hashed while their batch's commit was held")
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gotRaws) != 1 || len(gotHashes) != 1 || !bytes.Equal(gotHashes[0], hash(gotRaws[0])) {
+		t.Fatalf("Leaves got %d leaves and %d hashes, want one leaf and its hash", len(gotRaws), len(gotHashes))
 	}
 }

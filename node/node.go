@@ -362,15 +362,16 @@ func open(cfg Config, src source) (*Node, error) {
 	if cfg.WrapLog != nil {
 		log = cfg.WrapLog(log)
 	}
-	var leaves func(uint64, [][]byte)
+	var leaves func(uint64, [][]byte, [][]byte)
+	var leafHash func([]byte) []byte
 	if tlog != nil {
-		leaves = tlog.Committed
+		leaves, leafHash = tlog.Committed, merkle.LeafHash
 	}
 	em := metrics.Engine()
 	em.Phases = cfg.Phases
 	eng := commands.NewEngine(commands.Options{Log: log, Load: load, State: state, Clock: clock, Manual: manual,
 		Config: cfg.Commands, Metrics: em, Logger: cfg.Logger,
-		Leaves: leaves, ReadModel: store != nil,
+		Leaves: leaves, LeafHash: leafHash, ReadModel: store != nil,
 		Committed: func(head ledger.Head, events []*ledger.Event, bodies []any) {
 			if hf != nil {
 				hf.write(head)

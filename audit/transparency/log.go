@@ -169,8 +169,9 @@ func (l *Log) Key() *checkpoint.Key { return l.key }
 // checkpoint. It never blocks on bbolt; on a cluster, a tree that fell
 // behind (the engine reloaded its projections from the stream without
 // passing the events here) is first filled from the store.
-func (l *Log) Committed(first uint64, raws [][]byte) {
-	if err := l.extend(first, raws); err != nil {
+// hashes, when not nil, are the leaves' hashes (merkle.LeafHash of raws).
+func (l *Log) Committed(first uint64, raws, hashes [][]byte) {
+	if err := l.extend(first, raws, hashes); err != nil {
 		l.log.Error().Err(err).Msg("merkle tree append failed; checkpoints stop until restart")
 		return
 	}
@@ -203,10 +204,13 @@ func (l *Log) Followed(evs []*ledger.Event) {
 		}
 		raws = append(raws, raw)
 	}
-	l.Committed(first, raws)
+	l.Committed(first, raws, nil)
 }
 
-func (l *Log) extend(first uint64, raws [][]byte) error {
+func (l *Log) extend(first uint64, raws, hashes [][]byte) error {
+	if hashes != nil && len(hashes) != len(raws) {
+		return fmt.Errorf("transparency: %d leaf hashes for %d leaves", len(hashes), len(raws))
+	}
 	l.grow.Lock()
 	defer l.grow.Unlock()
 	if err := l.fill(first); err != nil {
@@ -217,7 +221,14 @@ func (l *Log) extend(first uint64, raws [][]byte) error {
 		return nil
 	}
 	if first <= size {
-		raws, first = raws[size+1-first:], size+1
+		skip := size + 1 - first
+		raws, first = raws[skip:], size+1
+		if hashes != nil {
+			hashes = hashes[skip:]
+		}
+	}
+	if hashes != nil {
+		return l.tree.AppendHashes(first, hashes)
 	}
 	return l.tree.Append(first, raws)
 }

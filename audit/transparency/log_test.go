@@ -79,13 +79,14 @@ func notSigningLog(t *testing.T, n int) (*memStore, *checkpoint.Key, *Log) {
 
 // TestSharedLogFillsAGapAndSkipsWhatItHolds: a follower's tree that missed
 // events (the engine reloaded without the hook) is filled from the store
-// before the next leaves; leaves it holds already are skipped; a node that
-// does not sign stores no checkpoint.
+// before the next leaves; leaves it holds already are skipped, with their
+// hashes when the engine hashed them; a node that does not sign stores no
+// checkpoint.
 func TestSharedLogFillsAGapAndSkipsWhatItHolds(t *testing.T) {
 	st, _, l := notSigningLog(t, 6)
-	l.Committed(1, st.raws[:2])
-	l.Committed(5, st.raws[4:5]) // 3 and 4 missed: read from the store
-	l.Committed(4, st.raws[3:6]) // 4 and 5 held: only 6 added
+	l.Committed(1, st.raws[:2], nil)
+	l.Committed(5, st.raws[4:5], nil)                      // 3 and 4 missed: read from the store
+	l.Committed(4, st.raws[3:6], leafHashes(st.raws[3:6])) // 4 and 5 held: only 6 added
 	want, err := Build(st)
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +99,35 @@ func TestSharedLogFillsAGapAndSkipsWhatItHolds(t *testing.T) {
 	}
 }
 
+// leafHashes hashes leaves as the engine does beside a commit.
+func leafHashes(raws [][]byte) [][]byte {
+	hs := make([][]byte, len(raws))
+	for i, raw := range raws {
+		hs[i] = merkle.LeafHash(raw)
+	}
+	return hs
+}
+
+// TestLeavesHandedOverWithTheirHashesGrowTheTreeAsTheBytesDo: leaves
+// handed over with their hashes make the tree the bytes alone make; hashes
+// that are not one per leaf add nothing (the tree then fills itself from
+// the store when asked).
+func TestLeavesHandedOverWithTheirHashesGrowTheTreeAsTheBytesDo(t *testing.T) {
+	st, _, l := notSigningLog(t, 4)
+	l.Committed(1, st.raws[:3], leafHashes(st.raws[:2]))
+	if l.Tree().Size() != 0 {
+		t.Fatalf("2 hashes for 3 leaves grew the tree to %d leaves, want none", l.Tree().Size())
+	}
+	l.Committed(1, st.raws[:4], leafHashes(st.raws[:4]))
+	want, err := Build(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Tree().Size() != 4 || !l.Tree().Equal(want) {
+		t.Fatalf("tree of %d leaves from their hashes, want the 4 of the store", l.Tree().Size())
+	}
+}
+
 // TestATreeBehindTheLogCatchesUpWhenAskedPastItsSize: the engine hands a
 // batch's leaves over while the next batch commits, so the tree may trail
 // the log. A checkpoint asked at a size the log holds but the tree does not
@@ -106,7 +136,7 @@ func TestSharedLogFillsAGapAndSkipsWhatItHolds(t *testing.T) {
 // from the log.
 func TestATreeBehindTheLogCatchesUpWhenAskedPastItsSize(t *testing.T) {
 	st, key, l := notSigningLog(t, 5)
-	l.Committed(1, st.raws[:2]) // 3 to 5 committed, their leaves not handed over yet
+	l.Committed(1, st.raws[:2], nil) // 3 to 5 committed, their leaves not handed over yet
 	note, err := l.SignAt(4)
 	if err != nil {
 		t.Fatalf("a checkpoint at a size the log holds, past the tree's: %v", err)
@@ -125,7 +155,7 @@ func TestATreeBehindTheLogCatchesUpWhenAskedPastItsSize(t *testing.T) {
 	if root, _ := want.Root(4); cp.Size != 4 || !bytes.Equal(cp.Root, root) {
 		t.Fatalf("checkpoint of size %d, want the root of the log's first 4 events", cp.Size)
 	}
-	l.Committed(3, st.raws[2:5]) // the late hand-over: held already
+	l.Committed(3, st.raws[2:5], nil) // the late hand-over: held already
 	st.raws = append(st.raws, []byte("event 6"))
 	if err := l.CatchUp(); err != nil {
 		t.Fatal(err)
