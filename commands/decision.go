@@ -98,7 +98,7 @@ func replay(rec *projections.IdemRecord) *Decision {
 // recorded answers with the record of (scope, key) after apply.
 func recorded(scope, key string) func(s *projections.State) Result {
 	return func(s *projections.State) Result {
-		return Result{Record: s.Idem.Records[projections.IdemID(scope, key)]}
+		return Result{Record: s.Idem.Record(scope, key)}
 	}
 }
 

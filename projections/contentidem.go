@@ -479,12 +479,6 @@ func cmpScopeKeys(s1 string, k1 idemKey, s2 string, k2 idemKey) int {
 	return strings.Compare(k1.String(), k2.String())
 }
 
-// splitIdemID returns the scope and the key of an id (IdemID).
-func splitIdemID(id string) (scope string, key idemKey) {
-	scope, k, _ := strings.Cut(id, "\x00")
-	return scope, keyOf(k)
-}
-
 // scopeKey reads a record's scope (a table index) and key.
 func scopeKey(d *decBuf) (scope string, key idemKey) { return d.tabStr(), d.readKey() }
 

@@ -155,3 +155,9 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// splitIdemID returns the scope and the key of an id (IdemID).
+func splitIdemID(id string) (scope string, key idemKey) {
+	scope, k, _ := strings.Cut(id, "\x00")
+	return scope, keyOf(k)
+}

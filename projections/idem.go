@@ -147,6 +147,25 @@ func newIdemView() *IdemView {
 // IdemID is the id of a record: its scope and key.
 func IdemID(scope, key string) string { return scope + "\x00" + key }
 
+// idemIDBuf holds an id built for a lookup on the caller's stack (ids
+// are usually shorter; a longer one grows onto the heap): a map indexed
+// with string(b) does not copy b, so a lookup builds no string.
+type idemIDBuf [128]byte
+
+// appendIdemID appends IdemID(scope, key) to b.
+func appendIdemID(b []byte, scope, key string) []byte {
+	b = append(b, scope...)
+	b = append(b, 0)
+	return append(b, key...)
+}
+
+// Record returns the event-recorded record of (scope, key) held in
+// memory (Records[IdemID(scope, key)]), without building its id.
+func (v *IdemView) Record(scope, key string) *IdemRecord {
+	var buf idemIDBuf
+	return v.Records[string(appendIdemID(buf[:0], scope, key))]
+}
+
 // TombstoneID is the hash a tombstone keeps of scope and key.
 func TombstoneID(id string) string {
 	h := sha256.Sum256([]byte(id))
@@ -157,14 +176,15 @@ func TombstoneID(id string) string {
 // the key's record has expired (tombstone). headAt is the newest event's
 // time. Soft records are looked up with SoftLookup.
 func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *IdemRecord, expired bool) {
-	id := IdemID(scope, key)
-	if r, ok := v.Records[id]; ok {
+	var buf idemIDBuf
+	id := appendIdemID(buf[:0], scope, key)
+	if r, ok := v.Records[string(id)]; ok {
 		if r.At+retention <= headAt {
 			return nil, true
 		}
 		return r, false
 	}
-	if r, err := v.loadedRecord(id); err != nil {
+	if r, err := v.loadedRecordOf(scope, key); err != nil {
 		// The read model cannot be read (closed, or damaged): the answer
 		// that changes nothing, as for a tombstone below.
 		return nil, true
@@ -177,17 +197,17 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 	if v.filter.empty() {
 		return nil, false // nothing has expired yet: no hash to compute
 	}
-	t := TombstoneID(id)
-	if v.Tombstones[t] {
+	t := sha256.Sum256(id) // TombstoneID, on the stack
+	if v.Tombstones[string(t[:])] {
 		return nil, true
 	}
-	if v.finished == nil || !v.filter.mayHave(t) {
+	if v.finished == nil || !v.filter.mayHave(string(t[:])) {
 		return nil, false
 	}
 	// The filter cannot rule it out: the read model's index says. (A read
 	// of the mapped file fails only once it is closed: expired then, the
 	// answer that changes nothing.)
-	got, err := v.finished.ReadModelGet(RMTombstones, []byte(t))
+	got, err := v.finished.ReadModelGet(RMTombstones, append([]byte(nil), t[:]...)) // a copy: t stays on the stack
 	return nil, err != nil || got != nil
 }
 

@@ -3,6 +3,7 @@ package projections
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // loadedRecords are the idempotency records a snapshot held, left in the
@@ -103,8 +104,7 @@ func (l *loadedRecords) record(i int, f FinishedStore) (*IdemRecord, error) {
 }
 
 // find returns the index of the record with this id, or -1.
-func (l *loadedRecords) find(id string) int {
-	qs, qk := splitIdemID(id)
+func (l *loadedRecords) find(qs string, qk idemKey) int {
 	i, j := 0, len(l.off)
 	for i < j {
 		h := int(uint(i+j) >> 1)
@@ -135,11 +135,17 @@ func (l *loadedRecords) entry(p int) (string, int) {
 // loadedRecord returns the loaded record with this id that has not
 // expired, or nil.
 func (v *IdemView) loadedRecord(id string) (*IdemRecord, error) {
+	scope, key, _ := strings.Cut(id, "\x00")
+	return v.loadedRecordOf(scope, key)
+}
+
+// loadedRecordOf is loadedRecord of IdemID(scope, key).
+func (v *IdemView) loadedRecordOf(scope, key string) (*IdemRecord, error) {
 	l := v.loaded
 	if l == nil {
 		return nil, nil
 	}
-	i := l.find(id)
+	i := l.find(scope, keyOf(key))
 	if i < 0 || int(l.first[i]) < v.next {
 		return nil, nil
 	}

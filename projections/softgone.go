@@ -39,7 +39,11 @@ type goneBatch struct {
 
 // GoneFingerprint is the 8-byte fingerprint of an idempotency id.
 func GoneFingerprint(id string) uint64 {
-	h := sha256.Sum256([]byte(id))
+	return goneFingerprint([]byte(id))
+}
+
+func goneFingerprint(id []byte) uint64 {
+	h := sha256.Sum256(id)
 	return binary.BigEndian.Uint64(h[:8])
 }
 
@@ -105,7 +109,8 @@ func (v *IdemView) DropExpiredGone(now, horizon int64) {
 // Gone reports whether (scope, key) is a collected claim-next "no task"
 // key.
 func (v *IdemView) Gone(scope, key string) bool {
-	_, ok := v.gone[GoneFingerprint(IdemID(scope, key))]
+	var buf idemIDBuf
+	_, ok := v.gone[goneFingerprint(appendIdemID(buf[:0], scope, key))]
 	return ok
 }
 

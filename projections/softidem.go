@@ -84,8 +84,8 @@ func (v *IdemView) SoftKey(id string) (string, bool) {
 // retention at now (the command's time), else nil: an expired soft record
 // is forgotten, not tombstoned. retention <= 0 never expires.
 func (v *IdemView) SoftLookup(scope, key string, now, retention int64) (*IdemRecord, error) {
-	id := IdemID(scope, key)
-	raw, ok := v.soft.recs[id]
+	var buf idemIDBuf
+	raw, ok := v.soft.recs[string(appendIdemID(buf[:0], scope, key))]
 	if !ok || softExpired(softAt(raw), now, retention) {
 		return nil, nil
 	}
@@ -96,7 +96,8 @@ func (v *IdemView) SoftLookup(scope, key string, now, retention int64) (*IdemRec
 // (not collected yet) but expired at now: its key is known to have been
 // answered, and is past retention.
 func (v *IdemView) SoftExpired(scope, key string, now, retention int64) bool {
-	raw, ok := v.soft.recs[IdemID(scope, key)]
+	var buf idemIDBuf
+	raw, ok := v.soft.recs[string(appendIdemID(buf[:0], scope, key))]
 	return ok && softExpired(softAt(raw), now, retention)
 }
 
