@@ -161,7 +161,8 @@ type Engine struct {
 	committedHook func(head ledger.Head, events []*ledger.Event, bodies []any)
 	leavesHook    func(first uint64, raws, hashes [][]byte)
 	leafHash      func(raw []byte) []byte
-	readModel     bool // batches carry the read-model writes their events make
+	hashers       sync.WaitGroup // hashLeaves goroutines
+	readModel     bool           // batches carry the read-model writes their events make
 
 	closeMu sync.RWMutex // senders hold it for reading while they enqueue
 	closed  bool
@@ -231,8 +232,9 @@ type Options struct {
 	// LeafHash, when set with Leaves, hashes a batch's leaves on a
 	// goroutine started when the batch is handed to the committer, so
 	// they are hashed while it commits rather than between its commit and
-	// its answers; Leaves gets the hashes. It must be safe to call from
-	// any goroutine.
+	// its answers; Leaves gets the hashes. It must be the hash the Leaves
+	// hook's tree gives a leaf (a node wires both from one
+	// transparency.Log) and safe to call from any goroutine.
 	LeafHash func(raw []byte) []byte
 	// ReadModel makes every batch that appends events carry the writes of
 	// the on-disk read model of finished tasks its newest event makes

@@ -181,6 +181,7 @@ func (e *Engine) shutdown() {
 		default:
 			close(e.commits)
 			<-e.committed
+			e.hashers.Wait() // a failed batch's leaves, never waited for by grow
 			return
 		}
 	}
@@ -313,13 +314,16 @@ func (e *Engine) handOff(p *pipe) {
 // hashLeaves hashes j's leaves (Options.LeafHash) on a goroutine of its
 // own while j commits: its answers then wait only for the tree to take
 // them (grow), not for the hashing as well. The bytes never change once
-// sealed; a batch that fails is never grown and the goroutine just ends.
+// sealed; a batch that fails is never grown, and shutdown waits for its
+// goroutine.
 func (e *Engine) hashLeaves(j *job) {
 	if e.leavesHook == nil || e.leafHash == nil || len(j.encoded) == 0 {
 		return
 	}
 	j.hashed = make(chan struct{})
+	e.hashers.Add(1)
 	go func(raws [][]byte) {
+		defer e.hashers.Done()
 		hashes := make([][]byte, len(raws))
 		for i, raw := range raws {
 			hashes[i] = e.leafHash(raw)

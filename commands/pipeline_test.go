@@ -440,3 +440,42 @@ func TestMerkleLeavesAreHashedWhileTheirBatchCommits(t *testing.T) {
 		t.Fatalf("Leaves got %d leaves and %d hashes, want one leaf and its hash", len(gotRaws), len(gotHashes))
 	}
 }
+
+// TestCloseWaitsForTheLeafHashesOfAFailedBatch: a batch that fails is never
+// handed to the tree, so nothing waits for its leaves' hashing there;
+// Close does, and no hashing goroutine outlives the engine.
+func TestCloseWaitsForTheLeafHashesOfAFailedBatch(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	var once sync.Once
+	e, g, _ := newTestEngineWith(t, func(o *Options) {
+		o.LeafHash = func(raw []byte) []byte {
+			once.Do(func() {
+				close(started)
+				<-release
+				finished.Store(true)
+			})
+			h := sha256.Sum256(raw)
+			return h[:]
+		}
+		o.Leaves = func(uint64, [][]byte, [][]byte) {}
+	})
+	g.failNext.Store(true)
+	if err := <-goDo(e, newCreate()); err == nil {
+		t.Fatal("the command of a failed commit was answered without an error")
+	}
+	<-started
+	closed := make(chan struct{})
+	go func() { e.Close(); close(closed) }()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("Close returned while the failed batch's leaves were still being hashed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if !finished.Load() {
+		t.Fatal("the hashing had not finished when Close returned")
+	}
+}

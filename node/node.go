@@ -365,7 +365,7 @@ func open(cfg Config, src source) (*Node, error) {
 	var leaves func(uint64, [][]byte, [][]byte)
 	var leafHash func([]byte) []byte
 	if tlog != nil {
-		leaves, leafHash = tlog.Committed, merkle.LeafHash
+		leaves, leafHash = tlog.Committed, tlog.LeafHash
 	}
 	em := metrics.Engine()
 	em.Phases = cfg.Phases

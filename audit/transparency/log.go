@@ -169,8 +169,13 @@ func (l *Log) Key() *checkpoint.Key { return l.key }
 // checkpoint. It never blocks on bbolt; on a cluster, a tree that fell
 // behind (the engine reloaded its projections from the stream without
 // passing the events here) is first filled from the store.
-// hashes, when not nil, are the leaves' hashes (merkle.LeafHash of raws).
+// hashes, when not nil, are the leaves' hashes (LeafHash of raws); hashes
+// that are not one per leaf are not used.
 func (l *Log) Committed(first uint64, raws, hashes [][]byte) {
+	if hashes != nil && len(hashes) != len(raws) {
+		l.log.Warn().Int("hashes", len(hashes)).Int("leaves", len(raws)).Msg("merkle tree: leaf hashes are not one per leaf; the leaves are hashed again")
+		hashes = nil
+	}
 	if err := l.extend(first, raws, hashes); err != nil {
 		l.log.Error().Err(err).Msg("merkle tree append failed; checkpoints stop until restart")
 		return
@@ -180,6 +185,11 @@ func (l *Log) Committed(first uint64, raws, hashes [][]byte) {
 	default:
 	}
 }
+
+// LeafHash is the hash the tree gives a leaf (the engine's
+// commands.Options.LeafHash, so that the hashes Committed gets are the
+// tree's own).
+func (l *Log) LeafHash(raw []byte) []byte { return merkle.LeafHash(raw) }
 
 // Followed extends the tree by events a follower applied (their stored
 // envelopes are re-encoded: the encoding is canonical). Events the tree
@@ -208,9 +218,6 @@ func (l *Log) Followed(evs []*ledger.Event) {
 }
 
 func (l *Log) extend(first uint64, raws, hashes [][]byte) error {
-	if hashes != nil && len(hashes) != len(raws) {
-		return fmt.Errorf("transparency: %d leaf hashes for %d leaves", len(hashes), len(raws))
-	}
 	l.grow.Lock()
 	defer l.grow.Unlock()
 	if err := l.fill(first); err != nil {
