@@ -2,13 +2,15 @@ package main_test
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"taskledger/ledger/jetstream/jstest"
 )
 
 // TestReadmeQuickStart runs the README's quick start as it stands (bash -e,
@@ -28,12 +30,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatal("README.md has no quick start block")
 	}
 	script := s[a+len("<!-- quickstart -->\n```sh\n") : b]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", jstest.FreePorts(t, 1)[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", script)
