@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"taskledger/commands"
+	"taskledger/internal/freeport"
 	"taskledger/ledger/jetstream"
 	"taskledger/node"
 	"taskledger/projections"
@@ -32,7 +32,7 @@ type NATSCluster struct {
 // with their stores and logs in dir, and waits until a JetStream client
 // sees the cluster's meta leader (bounded by ctx).
 func StartNATSCluster(ctx context.Context, bin, dir string) (*NATSCluster, error) {
-	ports, err := freePorts(6)
+	ports, err := freeport.Pick(6)
 	if err != nil {
 		return nil, err
 	}
@@ -101,25 +101,6 @@ func (c *NATSCluster) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // ClusterScenario opens a fresh cluster node in dir on an R3 stream named

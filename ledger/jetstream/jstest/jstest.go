@@ -9,14 +9,13 @@ package jstest
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"taskledger/internal/freeport"
 )
 
 // Server starts an embedded JetStream server on a loopback random port;
@@ -49,56 +48,15 @@ func ServerAt(t testing.TB, port int, syncAlways bool) *server.Server {
 }
 
 // FreePorts reserves n loopback ports (the cluster's routes must be known
-// before the servers start). A port is free when it is picked, not
-// necessarily when a server binds it a moment later: a port the kernel
-// hands out for listen(":0") comes from its ephemeral range, which every
-// outgoing connection of the parallel tests also draws its source port
-// from, so such a port was sometimes taken by then ("address already in
-// use"). The ports are drawn at random below that range instead (from
-// 10000), where only ports that tests name themselves land, and each is
-// checked by binding it once.
+// before the servers start): freeport.Pick, which draws them below the
+// kernel's ephemeral range.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	low, high := 10000, ephemeralLow()
-	var ports []int
-	seen := map[int]bool{}
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100*n {
-			t.Fatalf("no %d free loopback ports from %d to %d", n, low, high-1)
-		}
-		port := 0 // the kernel's pick, when the range below its own is too small
-		if high-low >= 1000 {
-			port = low + rand.IntN(high-low)
-		}
-		if seen[port] {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !seen[port] {
-			seen[port] = true
-			ports = append(ports, port)
-		}
+	ports, err := freeport.Pick(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux;
-// 32768 when it cannot be read, the usual value).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= 0 {
-		return 32768
-	}
-	return lo
 }
 
 // Eventually polls cond until it holds or the bound passes (a cluster

@@ -1,4 +1,4 @@
-package jstest
+package freeport
 
 import (
 	"fmt"
@@ -6,21 +6,24 @@ import (
 	"testing"
 )
 
-// TestFreePortsAreDistinctBindableAndBelowTheEphemeralRange: the ports are
+// TestPortsAreDistinctBindableAndBelowTheEphemeralRange: the ports are
 // all different, each can be bound, and none comes from the range the
 // kernel draws outgoing connections' source ports from (where another
 // test's connection could take it before a server binds it).
-func TestFreePortsAreDistinctBindableAndBelowTheEphemeralRange(t *testing.T) {
-	ports := FreePorts(t, 64)
-	high := ephemeralLow()
+func TestPortsAreDistinctBindableAndBelowTheEphemeralRange(t *testing.T) {
+	ports, err := Pick(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := EphemeralLow()
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if seen[p] {
 			t.Fatalf("port %d given twice", p)
 		}
 		seen[p] = true
-		if high-10000 >= 1000 && (p < 10000 || p >= high) {
-			t.Errorf("port %d is not in [10000, %d)", p, high)
+		if high-Low >= 1000 && (p < Low || p >= high) {
+			t.Errorf("port %d is not in [%d, %d)", p, Low, high)
 		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
