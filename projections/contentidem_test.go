@@ -161,3 +161,9 @@ func splitIdemID(id string) (scope string, key idemKey) {
 	scope, k, _ := strings.Cut(id, "\x00")
 	return scope, keyOf(k)
 }
+
+// loadedRecord is loadedRecordOf of an id (IdemID).
+func (v *IdemView) loadedRecord(id string) (*IdemRecord, error) {
+	scope, key, _ := strings.Cut(id, "\x00")
+	return v.loadedRecordOf(scope, key)
+}

@@ -168,9 +168,13 @@ func (v *IdemView) Record(scope, key string) *IdemRecord {
 
 // TombstoneID is the hash a tombstone keeps of scope and key.
 func TombstoneID(id string) string {
-	h := sha256.Sum256([]byte(id))
+	h := tombstoneSum([]byte(id))
 	return string(h[:])
 }
+
+// tombstoneSum is TombstoneID's hash of an id's bytes, as an array (a
+// lookup keeps it on its stack).
+func tombstoneSum(id []byte) [sha256.Size]byte { return sha256.Sum256(id) }
 
 // Lookup returns the event-recorded record of (scope, key), and whether
 // the key's record has expired (tombstone). headAt is the newest event's
@@ -197,7 +201,7 @@ func (v *IdemView) Lookup(scope, key string, headAt, retention int64) (rec *Idem
 	if v.filter.empty() {
 		return nil, false // nothing has expired yet: no hash to compute
 	}
-	t := sha256.Sum256(id) // TombstoneID, on the stack
+	t := tombstoneSum(id)
 	if v.Tombstones[string(t[:])] {
 		return nil, true
 	}

@@ -3,7 +3,6 @@ package projections
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // loadedRecords are the idempotency records a snapshot held, left in the
@@ -132,14 +131,8 @@ func (l *loadedRecords) entry(p int) (string, int) {
 	return l.id(int(e)), int(e)
 }
 
-// loadedRecord returns the loaded record with this id that has not
+// loadedRecordOf returns the loaded record of (scope, key) that has not
 // expired, or nil.
-func (v *IdemView) loadedRecord(id string) (*IdemRecord, error) {
-	scope, key, _ := strings.Cut(id, "\x00")
-	return v.loadedRecordOf(scope, key)
-}
-
-// loadedRecordOf is loadedRecord of IdemID(scope, key).
 func (v *IdemView) loadedRecordOf(scope, key string) (*IdemRecord, error) {
 	l := v.loaded
 	if l == nil {

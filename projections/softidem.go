@@ -84,8 +84,7 @@ func (v *IdemView) SoftKey(id string) (string, bool) {
 // retention at now (the command's time), else nil: an expired soft record
 // is forgotten, not tombstoned. retention <= 0 never expires.
 func (v *IdemView) SoftLookup(scope, key string, now, retention int64) (*IdemRecord, error) {
-	var buf idemIDBuf
-	raw, ok := v.soft.recs[string(appendIdemID(buf[:0], scope, key))]
+	raw, ok := v.softRaw(scope, key)
 	if !ok || softExpired(softAt(raw), now, retention) {
 		return nil, nil
 	}
@@ -96,9 +95,16 @@ func (v *IdemView) SoftLookup(scope, key string, now, retention int64) (*IdemRec
 // (not collected yet) but expired at now: its key is known to have been
 // answered, and is past retention.
 func (v *IdemView) SoftExpired(scope, key string, now, retention int64) bool {
+	raw, ok := v.softRaw(scope, key)
+	return ok && softExpired(softAt(raw), now, retention)
+}
+
+// softRaw returns the compact encoding of (scope, key)'s soft record, if
+// one is held, without building its id.
+func (v *IdemView) softRaw(scope, key string) (string, bool) {
 	var buf idemIDBuf
 	raw, ok := v.soft.recs[string(appendIdemID(buf[:0], scope, key))]
-	return ok && softExpired(softAt(raw), now, retention)
+	return raw, ok
 }
 
 // SoftCount is the number of soft idempotency records held in memory
