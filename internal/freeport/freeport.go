@@ -23,8 +23,11 @@ import (
 const Low = 10000
 
 // Pick returns n distinct loopback ports, free when picked.
-func Pick(n int) ([]int, error) {
-	high := EphemeralLow()
+func Pick(n int) ([]int, error) { return pick(n, EphemeralLow(), bindOnce) }
+
+// pick draws n ports below high, each checked with bind (which returns
+// the port it bound: the kernel's pick for 0).
+func pick(n, high int, bind func(port int) (int, error)) ([]int, error) {
 	var ports []int
 	seen := map[int]bool{}
 	for tries := 0; len(ports) < n; tries++ {
@@ -38,18 +41,26 @@ func Pick(n int) ([]int, error) {
 		if port != 0 && seen[port] {
 			continue
 		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		port, err := bind(port)
 		if err != nil {
 			continue
 		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
 		if !seen[port] {
 			seen[port] = true
 			ports = append(ports, port)
 		}
 	}
 	return ports, nil
+}
+
+// bindOnce binds a loopback port and lets it go.
+func bindOnce(port int) (int, error) {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // EphemeralLow is the first port of the kernel's ephemeral range (Linux;

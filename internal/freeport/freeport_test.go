@@ -1,8 +1,10 @@
 package freeport
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +36,15 @@ func TestPortsAreDistinctBindableAndBelowTheEphemeralRange(t *testing.T) {
 	}
 	if len(ports) != 64 {
 		t.Fatalf("%d ports, want 64", len(ports))
+	}
+}
+
+// TestPickFailsClearlyWhenNoPortCanBeBound: when every port drawn is taken,
+// Pick gives up with an error naming the range instead of looping.
+func TestPickFailsClearlyWhenNoPortCanBeBound(t *testing.T) {
+	taken := func(int) (int, error) { return 0, errors.New("address already in use") }
+	ports, err := pick(3, 32768, taken)
+	if err == nil || ports != nil || !strings.Contains(err.Error(), "no 3 free loopback ports from 10000 to 32767") {
+		t.Fatalf("pick with every port taken: %v, %v; want an error naming the range", ports, err)
 	}
 }
