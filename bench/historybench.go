@@ -391,9 +391,10 @@ func (p *HistoryPoint) lines() []string {
 			name, p.Replay.Seconds(), p.Snapshot.Seconds(), float64(p.SnapshotBytes)/1e6, p.Merkle.Seconds(), p.MerkleCPU.Seconds()),
 		fmt.Sprintf("%-40s start from snapshot %6.2f s (CPU %6.2f s; the Merkle rebuild included)  heap after start %.1f MB",
 			name, p.Start.Seconds(), p.StartCPU.Seconds(), float64(p.Heap)/1e6),
-		fmt.Sprintf("%-40s   its steps: load %.2f s; damage check %.2f s beside it, then waited for %.2f s; chain %.2f s; read model %.2f s; "+
-			"without the wait %.2f s", name, ph.Load.Seconds(), ph.DamageCheck.Seconds(), ph.DamageWait.Seconds(),
-			ph.ChainCheck.Seconds(), ph.ReadModel.Seconds(), ph.WithoutDamageCheck().Seconds()),
+		fmt.Sprintf("%-40s   its steps: load %.2f s; damage check %.2f s beside it, then waited for %.2f s; chain %.2f s; read model %.2f s "+
+			"(its filter's %d full segments read %.2f s beside the load); without the wait %.2f s",
+			name, ph.Load.Seconds(), ph.DamageCheck.Seconds(), ph.DamageWait.Seconds(),
+			ph.ChainCheck.Seconds(), ph.ReadModel.Seconds(), ph.FilterAheadSegments, ph.FilterAhead.Seconds(), ph.WithoutDamageCheck().Seconds()),
 		fmt.Sprintf("%-40s list SUCCEEDED by device, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least: a finished task has no claim)",
 			name, HistoryListLimit, ms(p.ListP50), ms(p.ListP99), p.ListTasks),
 		fmt.Sprintf("%-40s list SUCCEEDED from a cursor spread over the history, limit %d: p50 %7.2f ms  p99 %7.2f ms  (%d tasks on a page at least)",

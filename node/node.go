@@ -175,8 +175,11 @@ func open(cfg Config, src source) (*Node, error) {
 	}
 	var phases StartPhases
 	var built *storedTree
+	var ahead *filterAhead
 	if store != nil {
 		built = buildStoredTree(store)
+		ahead = readFilterAhead(store)
+		defer ahead.stop()
 	}
 	loaded, err := loadProjections(backend, cfg.DataDir, pcfg, cfg.Logger, whole)
 	phases.Load = time.Since(start)
@@ -219,10 +222,12 @@ func open(cfg Config, src source) (*Node, error) {
 			return nil, err
 		}
 		t0 := time.Now() //tl:wallclock start-up phase
-		if err := syncReadModel(store, state, rebuilt, cfg.Logger); err != nil {
+		if err := syncReadModel(store, state, rebuilt, ahead, cfg.Logger); err != nil {
 			return nil, err
 		}
 		phases.ReadModel = time.Since(t0)
+		ahead.stop() // ended already, unless a rebuild dropped what it read
+		phases.FilterAhead, phases.FilterAheadSegments = ahead.took, ahead.taken
 	}
 	metrics.ObserveReplay(time.Since(start))
 	var initial []byte
@@ -305,7 +310,7 @@ func open(cfg Config, src source) (*Node, error) {
 			return nil, err
 		}
 		if store != nil { // the read model on disk is at the committed head
-			if err := attachReadModel(store, l.State, cfg.Logger); err != nil {
+			if err := attachReadModel(store, l.State, nil, cfg.Logger); err != nil {
 				return nil, err
 			}
 		}

@@ -25,6 +25,13 @@ type StartPhases struct {
 	// ReadModel brought the read model of finished tasks to the head
 	// (bbolt only; nothing to do when it was current).
 	ReadModel time.Duration
+	// FilterAhead read the tombstone filter's full segments from the read
+	// model (bbolt only), in the background from the start's first read;
+	// ReadModel waited for it if it had not ended.
+	FilterAhead time.Duration
+	// FilterAheadSegments is how many segments it read and the start
+	// handed to the projections (none when the read model was rebuilt).
+	FilterAheadSegments int
 	// Total is the whole of the open, from the first read to serving.
 	Total time.Duration
 }
@@ -35,7 +42,7 @@ func (p StartPhases) WithoutDamageCheck() time.Duration { return p.Total - p.Dam
 
 func (p StartPhases) log(log zerolog.Logger, l *Loaded) {
 	ev := log.Info().Dur("total", p.Total).Dur("load", p.Load).Dur("damage_check", p.DamageCheck).Dur("damage_wait", p.DamageWait).
-		Dur("chain_check", p.ChainCheck).Dur("read_model", p.ReadModel).Uint64("replayed", l.Replayed)
+		Dur("chain_check", p.ChainCheck).Dur("read_model", p.ReadModel).Dur("filter_ahead", p.FilterAhead).Int("filter_ahead_segments", p.FilterAheadSegments).Uint64("replayed", l.Replayed)
 	if l.Snapshot != nil {
 		ev = ev.Uint64("snapshot_seq", l.Snapshot.Seq)
 	}

@@ -28,9 +28,15 @@ type FinishedStore interface {
 // stays unread, so lookups the filter would have answered read the
 // tombstone index instead (the answers are the same), and the
 // projections' canonical bytes report it.
-func (s *State) UseFinished(f FinishedStore) error {
+func (s *State) UseFinished(f FinishedStore) error { return s.UseFinishedWith(f, nil) }
+
+// UseFinishedWith is UseFinished taking the full segments from ahead
+// (read from f's rows before these projections were loaded) where it
+// holds them; only rows read from the read model these projections are
+// current with may be passed.
+func (s *State) UseFinishedWith(f FinishedStore, ahead *TombFilterRows) error {
 	s.finished, s.Idem.finished = f, f
-	return s.Idem.filter.readBack(f)
+	return s.Idem.filter.readBack(f, ahead)
 }
 
 // Task returns the task id: from memory while it is live, from the read

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -240,16 +241,21 @@ func tombChunkKey(seg, chunk int) []byte {
 }
 
 // readBack reads the bits of every full segment not read back yet from
-// its rows in f. A segment whose rows are missing or of the wrong size
-// stays unread (it rules nothing out) and is reported.
-func (f *tombFilter) readBack(rm FinishedStore) error {
+// its rows in f, or takes them from ahead (nil: none) when it holds the
+// segment at its size. A segment whose rows are missing or of the wrong
+// size stays unread (it rules nothing out) and is reported.
+func (f *tombFilter) readBack(rm FinishedStore, ahead *TombFilterRows) error {
 	var first error
 	for i := range f.segs {
 		g := &f.segs[i]
 		if g.bits != nil {
 			continue
 		}
-		bits, err := readTombSeg(rm, i, g.capacity)
+		if ahead != nil && i < len(ahead.segs) && uint64(len(ahead.segs[i])) == tombWords(g.capacity) {
+			g.bits = ahead.segs[i]
+			continue
+		}
+		bits, err := readTombSeg(rm, i, g.capacity, nil)
 		if err != nil {
 			if first == nil {
 				first = fmt.Errorf("tombstone filter segment %d: %w", i, err)
@@ -261,10 +267,19 @@ func (f *tombFilter) readBack(rm FinishedStore) error {
 	return first
 }
 
-func readTombSeg(rm FinishedStore, seg int, capacity uint64) ([]uint64, error) {
+// errTombReadStopped ends a read ahead of the filter's rows that was
+// called off.
+var errTombReadStopped = errors.New("projections: the read of the tombstone filter's rows was called off")
+
+// readTombSeg reads the bits of full segment seg of the given capacity
+// from its rows; stop (nil: never) is asked between rows.
+func readTombSeg(rm FinishedStore, seg int, capacity uint64, stop func() bool) ([]uint64, error) {
 	bits := make([]uint64, tombWords(capacity))
 	const per = tombChunkBytes / 8
 	for c := 0; c*per < len(bits); c++ {
+		if stop != nil && stop() {
+			return nil, errTombReadStopped
+		}
 		words := bits[c*per : min((c+1)*per, len(bits))]
 		v, err := rm.ReadModelGet(RMFilter, tombChunkKey(seg, c))
 		if err != nil {
@@ -278,4 +293,39 @@ func readTombSeg(rm FinishedStore, seg int, capacity uint64) ([]uint64, error) {
 		}
 	}
 	return bits, nil
+}
+
+// TombFilterRows is the bits of the tombstone filter's full segments as
+// the read model's rows hold them, read before the projections they
+// belong to are loaded (ReadTombFilterRows), so that a start reads them
+// beside its other work instead of after it.
+type TombFilterRows struct {
+	segs [][]uint64
+}
+
+// Segments is how many segments were read.
+func (r *TombFilterRows) Segments() int { return len(r.segs) }
+
+// ReadTombFilterRows reads the rows of the full tombstone-filter segments
+// in rm, in order, until the first segment without rows (the newest, not
+// full, has none) or whose rows cannot be read, or until stop reports
+// true (checked between rows). A segment's capacity depends only on its
+// index, so no projections are needed to read them. What it returns is
+// only as good as the read model it read: a start uses it once the read
+// model proved current at the head, else it reads the segments again
+// (UseFinishedWith).
+func ReadTombFilterRows(rm FinishedStore, stop func() bool) (*TombFilterRows, error) {
+	r := &TombFilterRows{}
+	var capacity uint64
+	for seg := 0; ; seg++ {
+		capacity = tombNextCap(capacity)
+		if first, err := rm.ReadModelGet(RMFilter, tombChunkKey(seg, 0)); err != nil || first == nil {
+			return r, err
+		}
+		bits, err := readTombSeg(rm, seg, capacity, stop)
+		if err != nil {
+			return r, err
+		}
+		r.segs = append(r.segs, bits)
+	}
 }

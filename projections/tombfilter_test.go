@@ -2,7 +2,9 @@ package projections
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,5 +205,54 @@ func TestTombFilterDecodeRefusesMoreSegmentsOnDiskThanItHas(t *testing.T) {
 	var f tombFilter
 	if err := f.decode(string(e.b)); err == nil || !strings.Contains(err.Error(), "tombstone filter segments") {
 		t.Fatalf("decode: %v, want a refusal", err)
+	}
+}
+
+// TestFilterSegmentsReadAheadAreTakenAtTheirSize: the rows of every full
+// segment read before any projections exist are the live filter's bits;
+// projections restored from a snapshot take each segment read ahead at
+// its size (no read of their own) and read a wrong-sized one again, to
+// the live projections; a read called off stops between rows, and one
+// that meets a segment without rows ends there.
+func TestFilterSegmentsReadAheadAreTakenAtTheirSize(t *testing.T) {
+	smallTombSegments(t, 64, 256)
+	const n = 2000
+	rm := memReadModel{}
+	live := liveWithFilterRows(t, n, rm)
+	full := live.Idem.filter.fullSegs()
+
+	ahead, err := ReadTombFilterRows(rm, nil)
+	if err != nil || ahead.Segments() != full {
+		t.Fatalf("read ahead %d segments (%v), want the %d full ones", ahead.Segments(), err, full)
+	}
+	for i := range full {
+		if !slices.Equal(ahead.segs[i], live.Idem.filter.segs[i].bits) {
+			t.Fatalf("segment %d read ahead differs from the live one", i)
+		}
+	}
+	ahead.segs[1] = ahead.segs[1][:len(ahead.segs[1])-1] // a wrong size: read again
+	r, err := Restore(must(live.Capture().EncodeSnapshot()), Config{IdempotencyRetentionMs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.UseFinishedWith(rm, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if &r.Idem.filter.segs[0].bits[0] != &ahead.segs[0][0] {
+		t.Fatal("segment 0 was read again, not taken from the read ahead")
+	}
+	if len(r.Idem.filter.segs[1].bits) != len(live.Idem.filter.segs[1].bits) {
+		t.Fatal("segment 1 was taken at a wrong size")
+	}
+	if !bytes.Equal(must(r.Canonical()), must(live.Canonical())) {
+		t.Fatal("restored with the segments read ahead, the projections differ from the live ones")
+	}
+
+	if got, err := ReadTombFilterRows(rm, func() bool { return true }); !errors.Is(err, errTombReadStopped) || got.Segments() != 0 {
+		t.Fatalf("a read called off at once: %d segments, %v", got.Segments(), err)
+	}
+	delete(rm, RMFilter+"\x00"+string(tombChunkKey(2, 0)))
+	if got, err := ReadTombFilterRows(rm, nil); err != nil || got.Segments() != 2 {
+		t.Fatalf("segment 2's rows gone: read %d segments (%v), want the 2 before it", got.Segments(), err)
 	}
 }
