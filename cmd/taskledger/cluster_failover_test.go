@@ -359,9 +359,17 @@ func (l *clusterLoad) checkStream(t *testing.T, bin, natsURL string) (evs, claim
 			t.Errorf("acknowledged %s %s is not in the stream", a.op, a.key)
 		}
 	}
-	if v := proc.Exec(t, bin, "verify", "--ledger", natsURL); v.Code != 0 {
-		t.Fatalf("verify --ledger: %d %s%s", v.Code, v.Stdout, v.Stderr)
-	}
+	// verify, a read-only command, does not wait for a resource (D291):
+	// right after servers return, the object store's or a bucket's stream
+	// may still be electing its leader ("context deadline exceeded"). A
+	// ledger that does not verify fails every attempt, and the last
+	// answer is reported.
+	jstest.Eventually(t, 30*time.Second, "verify --ledger passes", func() error {
+		if v := proc.Exec(t, bin, "verify", "--ledger", natsURL); v.Code != 0 {
+			return fmt.Errorf("verify --ledger: %d %s%s", v.Code, v.Stdout, v.Stderr)
+		}
+		return nil
+	})
 	if claims == 0 {
 		t.Fatal("no task was claimed")
 	}
