@@ -23,6 +23,39 @@ import (
 	"taskledger/projections"
 )
 
+// filterHistory generates a history whose expired keys fill the
+// tombstone filter's first segments and returns its directory and a
+// function that opens a node on it (a manual clock just after the
+// history's end).
+func filterHistory(t *testing.T) (dir string, open func() *node.Node) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "h")
+	end := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	// 6,000 tasks at 1,000 a day: those of the first three days have left
+	// the 72 h retention, several records each (over 4,096 tombstones).
+	if _, err := bench.GenerateHistory(bench.HistoryConfig{Dir: dir, Finished: 6000, Devices: 4, PerDay: 1000, End: end}); err != nil {
+		t.Fatal(err)
+	}
+	clock := commands.NewManualClock(end.Add(time.Second))
+	return dir, func() *node.Node {
+		t.Helper()
+		n, err := node.Open(node.Config{DataDir: dir, Commands: commands.DefaultConfig(), Logger: zerolog.Nop(), Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// canonicalOf is the canonical bytes of n's projections, or why they
+// cannot be made.
+func canonicalOf(n *node.Node) ([]byte, error) {
+	var b []byte
+	var err error
+	n.Engine.Read(func(s *projections.State) { b, err = s.Canonical() })
+	return b, err
+}
+
 // TestTombstoneFilterSegmentsAreReadModelRows: on a generated history
 // whose expired keys fill the filter's first segments, the first start
 // writes the full segments as rows of the read model; a start from a
@@ -31,28 +64,7 @@ import (
 // changed one; and a node whose rows are gone still starts, its
 // projections reporting the segment they could not read.
 func TestTombstoneFilterSegmentsAreReadModelRows(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "h")
-	end := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	// 6,000 tasks at 1,000 a day: those of the first three days have left
-	// the 72 h retention, several records each (over 4,096 tombstones).
-	if _, err := bench.GenerateHistory(bench.HistoryConfig{Dir: dir, Finished: 6000, Devices: 4, PerDay: 1000, End: end}); err != nil {
-		t.Fatal(err)
-	}
-	clock := commands.NewManualClock(end.Add(time.Second))
-	open := func() *node.Node {
-		t.Helper()
-		n, err := node.Open(node.Config{DataDir: dir, Commands: commands.DefaultConfig(), Logger: zerolog.Nop(), Clock: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	canonical := func(n *node.Node) ([]byte, error) {
-		var b []byte
-		var err error
-		n.Engine.Read(func(s *projections.State) { b, err = s.Canonical() })
-		return b, err
-	}
+	dir, open := filterHistory(t)
 
 	n := open() // the whole log replayed: the rebuild writes the rows
 	rows := bucketKeys(t, n.Store, projections.RMFilter)
@@ -62,7 +74,7 @@ func TestTombstoneFilterSegmentsAreReadModelRows(t *testing.T) {
 	if _, err := n.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	want, err := canonical(n)
+	want, err := canonicalOf(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +84,7 @@ func TestTombstoneFilterSegmentsAreReadModelRows(t *testing.T) {
 	if n.Loaded.Snapshot == nil {
 		t.Fatalf("start-up loaded %+v, want the snapshot", n.Loaded)
 	}
-	if got, err := canonical(n); err != nil || !bytes.Equal(got, want) {
+	if got, err := canonicalOf(n); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("started from the snapshot, the projections differ (%v)", err)
 	}
 	n.Close()
@@ -102,7 +114,7 @@ func TestTombstoneFilterSegmentsAreReadModelRows(t *testing.T) {
 	if n.Loaded.Snapshot == nil {
 		t.Fatalf("start-up loaded %+v, want the snapshot", n.Loaded)
 	}
-	if _, err := canonical(n); err == nil || !strings.Contains(err.Error(), "tombstone filter segment 0") {
+	if _, err := canonicalOf(n); err == nil || !strings.Contains(err.Error(), "tombstone filter segment 0") {
 		t.Fatalf("canonical bytes without the filter rows: %v, want segment 0 named", err)
 	}
 }
@@ -174,25 +186,10 @@ func TestALiveBatchThatFillsAFilterSegmentWritesItsRows(t *testing.T) {
 // of the right size but wrong) drops what it read ahead, rebuilds the
 // read model and reads the rebuilt rows, to the same projections.
 func TestAStartTakesTheFilterRowsItReadAheadOnlyFromACurrentReadModel(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "h")
-	end := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := bench.GenerateHistory(bench.HistoryConfig{Dir: dir, Finished: 6000, Devices: 4, PerDay: 1000, End: end}); err != nil {
-		t.Fatal(err)
-	}
-	clock := commands.NewManualClock(end.Add(time.Second))
-	open := func() *node.Node {
+	dir, open := filterHistory(t)
+	mustCanonical := func(n *node.Node) []byte {
 		t.Helper()
-		n, err := node.Open(node.Config{DataDir: dir, Commands: commands.DefaultConfig(), Logger: zerolog.Nop(), Clock: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	canonical := func(n *node.Node) []byte {
-		t.Helper()
-		var b []byte
-		var err error
-		n.Engine.Read(func(s *projections.State) { b, err = s.Canonical() })
+		b, err := canonicalOf(n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,14 +213,14 @@ func TestAStartTakesTheFilterRowsItReadAheadOnlyFromACurrentReadModel(t *testing
 	if _, err := n.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	want := canonical(n)
+	want := mustCanonical(n)
 	n.Close()
 
 	n = open()
 	if n.Loaded.Snapshot == nil || n.Started.FilterAheadSegments != segments {
 		t.Fatalf("start from the snapshot (%v) took %d segments read ahead, want all %d", n.Loaded.Snapshot != nil, n.Started.FilterAheadSegments, segments)
 	}
-	if !bytes.Equal(canonical(n), want) {
+	if !bytes.Equal(mustCanonical(n), want) {
 		t.Fatal("started with the segments read ahead, the projections differ")
 	}
 	n.Close()
@@ -252,7 +249,7 @@ func TestAStartTakesTheFilterRowsItReadAheadOnlyFromACurrentReadModel(t *testing
 	if n.Loaded.Snapshot == nil || n.Started.FilterAheadSegments != 0 {
 		t.Fatalf("start with a stale read model (from the snapshot: %v) took %d segments read ahead, want none", n.Loaded.Snapshot != nil, n.Started.FilterAheadSegments)
 	}
-	if !bytes.Equal(canonical(n), want) {
+	if !bytes.Equal(mustCanonical(n), want) {
 		t.Fatal("started after the read model's rebuild, the projections differ")
 	}
 	if got, err := n.Store.ReadModelGet(projections.RMFilter, []byte(rows[0])); err != nil || !bytes.Equal(got, orig) {

@@ -82,11 +82,8 @@ func readFilterAhead(store *ledger.Store) *filterAhead {
 	return a
 }
 
-// rows waits for the read and returns what it read (nil on a nil a).
+// rows waits for the read and returns what it read.
 func (a *filterAhead) rows() *projections.TombFilterRows {
-	if a == nil {
-		return nil
-	}
 	<-a.done
 	return a.got
 }
@@ -94,10 +91,8 @@ func (a *filterAhead) rows() *projections.TombFilterRows {
 // stop calls the read off and waits for it to end: no read of the store
 // outlives the open, refused or not.
 func (a *filterAhead) stop() {
-	if a != nil {
-		a.stopped.Store(true)
-		<-a.done
-	}
+	a.stopped.Store(true)
+	<-a.done
 }
 
 // readModelRebuild is a replay of the whole log that wrote the read model

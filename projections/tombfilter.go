@@ -271,20 +271,30 @@ func (f *tombFilter) readBack(rm FinishedStore, ahead *TombFilterRows) error {
 // called off.
 var errTombReadStopped = errors.New("projections: the read of the tombstone filter's rows was called off")
 
+// errTombNoRows is a segment whose first row is absent.
+var errTombNoRows = fmt.Errorf("%w: the segment has no rows", ledger.ErrCorrupt)
+
 // readTombSeg reads the bits of full segment seg of the given capacity
 // from its rows; stop (nil: never) is asked between rows.
 func readTombSeg(rm FinishedStore, seg int, capacity uint64, stop func() bool) ([]uint64, error) {
-	bits := make([]uint64, tombWords(capacity))
+	n := int(tombWords(capacity))
+	var bits []uint64 // made once the first row is there
 	const per = tombChunkBytes / 8
-	for c := 0; c*per < len(bits); c++ {
+	for c := 0; c*per < n; c++ {
 		if stop != nil && stop() {
 			return nil, errTombReadStopped
 		}
-		words := bits[c*per : min((c+1)*per, len(bits))]
 		v, err := rm.ReadModelGet(RMFilter, tombChunkKey(seg, c))
 		if err != nil {
 			return nil, err
 		}
+		if c == 0 {
+			if v == nil {
+				return nil, errTombNoRows
+			}
+			bits = make([]uint64, n)
+		}
+		words := bits[c*per : min((c+1)*per, n)]
 		if len(v) != 8*len(words) {
 			return nil, fmt.Errorf("%w: row %d holds %d bytes, want %d", ledger.ErrCorrupt, c, len(v), 8*len(words))
 		}
@@ -319,10 +329,10 @@ func ReadTombFilterRows(rm FinishedStore, stop func() bool) (*TombFilterRows, er
 	var capacity uint64
 	for seg := 0; ; seg++ {
 		capacity = tombNextCap(capacity)
-		if first, err := rm.ReadModelGet(RMFilter, tombChunkKey(seg, 0)); err != nil || first == nil {
-			return r, err
-		}
 		bits, err := readTombSeg(rm, seg, capacity, stop)
+		if errors.Is(err, errTombNoRows) {
+			return r, nil
+		}
 		if err != nil {
 			return r, err
 		}
