@@ -103,15 +103,18 @@ func TestLeaseOfAnotherTTLIsRefusedNotUpdated(t *testing.T) {
 // TestClusterResourcesAreR3ByDefault: on three servers, a log opened
 // without replicas creates every resource R3; a later open asking for R1
 // is refused naming both and changes nothing; a read-only open binds.
+// Every open has a start timeout, as a node's has: a fresh cluster's
+// streams elect their leaders while the resources are made, and a request
+// may find no responder yet (the lease bucket and the object store are
+// made after Open, within the same start deadline).
 func TestClusterResourcesAreR3ByDefault(t *testing.T) {
 	servers := jstest.Cluster(t)
 	url := jstest.URLs(servers)
-	var l *jetstream.Log
-	jstest.Eventually(t, 20*time.Second, "open on the cluster", func() error {
-		var err error
-		l, err = jetstream.Open(jetstream.Config{URL: url, Name: "DEF"})
-		return err
-	})
+	const start = 30 * time.Second
+	l, err := jetstream.Open(jetstream.Config{URL: url, Name: "DEF", StartTimeout: start})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	if _, err := l.Lease(time.Second); err != nil {
 		t.Fatal(err)
@@ -134,11 +137,11 @@ func TestClusterResourcesAreR3ByDefault(t *testing.T) {
 	// One server's URL alone: its announced peers still make three.
 	one := servers[0].ClientURL()
 	before := streamConfigs(t, one)
-	_, err = jetstream.Open(jetstream.Config{URL: one, Name: "DEF", Replicas: 1})
+	_, err = jetstream.Open(jetstream.Config{URL: one, Name: "DEF", Replicas: 1, StartTimeout: start})
 	if !errors.Is(err, jetstream.ErrConfigConflict) || !strings.Contains(err.Error(), "replicas 3") || !strings.Contains(err.Error(), "replicas 1") {
 		t.Fatalf("an R1 open of R3 resources: %v, want a ConfigError naming both", err)
 	}
-	ro, err := jetstream.Open(jetstream.Config{URL: one, Name: "DEF", ReadOnly: true})
+	ro, err := jetstream.Open(jetstream.Config{URL: one, Name: "DEF", ReadOnly: true, StartTimeout: start})
 	if err != nil {
 		t.Fatalf("read-only open: %v", err)
 	}
