@@ -103,7 +103,8 @@ func TestSlowPromotionKeepsTheLease(t *testing.T) {
 // own and returns the advertised URL it names.
 func leaseHolder(t *testing.T, natsURL string) string {
 	t.Helper()
-	log, err := jetstream.Open(jetstream.Config{URL: natsURL, Name: mustName(t), Replicas: 3, Timeout: 5 * time.Second})
+	log, err := jetstream.Open(jetstream.Config{URL: natsURL, Name: mustName(t), Replicas: 3, Timeout: 5 * time.Second,
+		StartTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,9 +81,13 @@ func createVia(n *nodetest.Node, key string) *nodetest.Resp {
 		"authorize": map[string]any{"ttl_seconds": 3600}}, map[string]string{"Idempotency-Key": key})
 }
 
+// verifyStream verifies the named stream on a connection of its own. It
+// opens with a start timeout, as a node does: after a server's loss the
+// resources may answer "no responders" while they elect their leaders.
 func verifyStream(t *testing.T, natsURL, name string) *node.VerifyReport {
 	t.Helper()
-	log, err := jetstream.Open(jetstream.Config{URL: natsURL, Name: name, Replicas: 3, Timeout: 5 * time.Second})
+	log, err := jetstream.Open(jetstream.Config{URL: natsURL, Name: name, Replicas: 3, Timeout: 5 * time.Second,
+		StartTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
