@@ -22,7 +22,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +35,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"taskledger/bench"
+	"taskledger/internal/gcfloor"
 	"taskledger/ledger"
 	"taskledger/node"
 	"taskledger/projections"
@@ -91,8 +91,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	gc := "GOGC from the environment"
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400) // what taskledger serve and bench run with
-		gc = "GOGC=400"
+		// What taskledger serve and bench run with (less the soft memory
+		// limit, which bounds the floor there).
+		gcfloor.Set(gcfloor.DefaultPercent, gcfloor.DefaultFloor)
+		gc = fmt.Sprintf("GOGC=%d, heap floor %d MiB", gcfloor.DefaultPercent, gcfloor.DefaultFloor>>20)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

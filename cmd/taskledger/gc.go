@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"taskledger/internal/gcfloor"
 )
 
 // Garbage-collector settings of the long-running commands (serve, bench).
@@ -18,10 +20,16 @@ import (
 // times the live heap between collections (~25 % less CPU per command, see
 // docs/performance.md); the soft memory limit (half of the machine's or
 // the cgroup's memory) makes the collector run earlier instead when that
-// would come close to the memory there is. The environment variables GOGC
-// and GOMEMLIMIT, when set, are the runtime's and are left alone.
+// would come close to the memory there is. A heap floor (gcfloor) keeps
+// the collector from running before the heap reaches 1 GiB (or a quarter
+// of the limit, when that is less) while the live heap is
+// small: a young ledger's live heap is tens of megabytes, GOGC=400 alone
+// collects several times a second under load, and the commits that meet a
+// mark phase are the slowest hundredth (D479). The environment variables
+// GOGC and GOMEMLIMIT, when set, are the runtime's and are left alone; a
+// GOGC from the environment also turns the floor off.
 const (
-	defaultGCPercent = 400
+	defaultGCPercent = gcfloor.DefaultPercent
 	// memoryLimitShare is the part of the available memory used as the
 	// soft limit (1/memoryLimitShare).
 	memoryLimitShare = 2
@@ -31,6 +39,7 @@ const (
 type gcSettings struct {
 	Percent     int    // GOGC; < 0 is off
 	Limit       int64  // soft memory limit in bytes (math.MaxInt64: none)
+	Floor       int64  // heap floor in bytes (0: none)
 	PercentFrom string // "GOGC" or "default"
 	LimitFrom   string // "GOMEMLIMIT", "default" or "none" (memory unknown)
 }
@@ -40,7 +49,11 @@ func (g gcSettings) String() string {
 	if g.Limit > 0 && g.Limit < 1<<62 {
 		limit = fmt.Sprintf("%d MiB", g.Limit>>20)
 	}
-	return fmt.Sprintf("GOGC=%d (%s), memory limit %s (%s)", g.Percent, g.PercentFrom, limit, g.LimitFrom)
+	floor := "none"
+	if g.Floor > 0 {
+		floor = fmt.Sprintf("%d MiB", g.Floor>>20)
+	}
+	return fmt.Sprintf("GOGC=%d (%s), memory limit %s (%s), heap floor %s", g.Percent, g.PercentFrom, limit, g.LimitFrom, floor)
 }
 
 // tuneGC applies the defaults above unless GOGC / GOMEMLIMIT are set.
@@ -53,20 +66,26 @@ func tuneGC() gcSettings {
 	} else {
 		g.PercentFrom = "default"
 		g.Percent = defaultGCPercent
-		debug.SetGCPercent(defaultGCPercent)
 	}
-	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok && v != "" {
-		g.LimitFrom = "GOMEMLIMIT"
-		g.Limit = debug.SetMemoryLimit(-1)
-	} else if mem := availableMemory(); mem > 0 {
-		g.LimitFrom = "default"
-		g.Limit = mem / memoryLimitShare
-		debug.SetMemoryLimit(g.Limit)
-	} else {
-		g.LimitFrom = "none"
-		g.Limit = debug.SetMemoryLimit(-1)
+	g.Limit, g.LimitFrom = tuneMemoryLimit()
+	if g.PercentFrom == "default" {
+		g.Floor = int64(gcfloor.FloorFor(g.Limit))
+		gcfloor.Set(g.Percent, uint64(g.Floor))
 	}
 	return g
+}
+
+// tuneMemoryLimit sets the default soft memory limit unless GOMEMLIMIT is
+// set, and returns the limit in force and where it came from.
+func tuneMemoryLimit() (limit int64, from string) {
+	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok && v != "" {
+		return debug.SetMemoryLimit(-1), "GOMEMLIMIT"
+	}
+	if mem := availableMemory(); mem > 0 {
+		debug.SetMemoryLimit(mem / memoryLimitShare)
+		return mem / memoryLimitShare, "default"
+	}
+	return debug.SetMemoryLimit(-1), "none"
 }
 
 // availableMemory is the cgroup's memory limit or the machine's memory,

@@ -69,7 +69,7 @@ func newServeCmd(stderr io.Writer) *cobra.Command {
 		logger := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
 		gc := tuneGC()
 		logger.Info().Int("gogc", gc.Percent).Int64("memory_limit", gc.Limit).Str("gogc_from", gc.PercentFrom).
-			Str("memory_limit_from", gc.LimitFrom).Msg("garbage collector")
+			Str("memory_limit_from", gc.LimitFrom).Int64("heap_floor", gc.Floor).Msg("garbage collector")
 		ln, certs, err := nc.listener(f.listen)
 		if err != nil {
 			return fail(stderr, "%v", err)
