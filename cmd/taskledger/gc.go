@@ -22,12 +22,12 @@ import (
 // the cgroup's memory) makes the collector run earlier instead when that
 // would come close to the memory there is. A heap floor (gcfloor) keeps
 // the collector from running before the heap reaches 1 GiB (or a quarter
-// of the limit, when that is less) while the live heap is
-// small: a young ledger's live heap is tens of megabytes, GOGC=400 alone
-// collects several times a second under load, and the commits that meet a
-// mark phase are the slowest hundredth (D479). The environment variables
-// GOGC and GOMEMLIMIT, when set, are the runtime's and are left alone; a
-// GOGC from the environment also turns the floor off.
+// of the limit, when that is less) while the live heap is small: a young
+// ledger's live heap is tens of megabytes, GOGC=400 alone collects
+// several times a second under load, and the commits that meet a mark
+// phase are the slowest hundredth (D479). The environment variables GOGC
+// and GOMEMLIMIT, when set, are the runtime's and are left alone; a GOGC
+// from the environment also turns the floor off.
 const (
 	defaultGCPercent = gcfloor.DefaultPercent
 	// memoryLimitShare is the part of the available memory used as the
