@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"taskledger/internal/gcfloor"
 	"taskledger/ledger"
 	"taskledger/projections"
 	"taskledger/snapshots"
@@ -46,9 +47,9 @@ func DataDir(store *ledger.Store) string { return filepath.Dir(store.Path()) }
 // RestoreSnapshot builds projections from a snapshot's content and checks
 // that they cover what its header says. The projections keep s.State as
 // their memory (projections.RestoreOwned): it must not change afterwards.
-// The garbage collector is off meanwhile (pauseGC).
+// The garbage collector is off meanwhile (gcfloor.Pause).
 func RestoreSnapshot(s *snapshots.Snapshot, cfg projections.Config) (*projections.State, error) {
-	resume := pauseGC()
+	resume := gcfloor.Pause()
 	st, err := projections.RestoreOwned(s.State, cfg)
 	resume()
 	if err != nil {
@@ -129,7 +130,7 @@ func Rebuild(store projections.Source, cfg projections.Config) (*projections.Sta
 // turns it back on.
 func replayGC() (resume func()) {
 	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
-		return pauseGC()
+		return gcfloor.Pause()
 	}
 	return func() {}
 }
@@ -145,7 +146,7 @@ const pausedTail = 100000
 // load instead of slowing it.
 func fromSnapshot(store ledger.Backend, snap *snapshots.Snapshot, cfg projections.Config) (*projections.State, uint64, error) {
 	if head, err := store.Head(); err == nil && head.Seq-snap.Seq <= pausedTail {
-		defer pauseGC()()
+		defer gcfloor.Pause()()
 	}
 	st, err := RestoreSnapshot(snap, cfg)
 	if err != nil {

@@ -183,7 +183,7 @@ func rawScan(b *testing.B, decode func([]byte) error) {
 // read, checked (checksum, hash at its seq) and restored, the tail
 // replayed, the soft records loaded. Every load starts with the memory
 // of the previous one returned to the system, as a new process would.
-// The load keeps the garbage collector off (node.pauseGC); the CPU of the
+// The load keeps the garbage collector off (gcfloor.Pause); the CPU of the
 // first collection after it is reported apart (gc-after-cpu-ms/op).
 func BenchmarkStartFromSnapshotTail(b *testing.B) {
 	l, store := openBench(b)

@@ -16,7 +16,7 @@ import (
 // The sequencer allocates on every command and the idempotency records
 // keep the live heap growing for the retention period, so with Go's
 // default GOGC=100 the collector runs often and takes about a quarter of
-// the CPU of a busy server. defaultGCPercent lets the heap grow to five
+// the CPU of a busy server. gcfloor.DefaultPercent lets the heap grow to five
 // times the live heap between collections (~25 % less CPU per command, see
 // docs/performance.md); the soft memory limit (half of the machine's or
 // the cgroup's memory) makes the collector run earlier instead when that
@@ -28,12 +28,9 @@ import (
 // phase are the slowest hundredth (D479). The environment variables GOGC
 // and GOMEMLIMIT, when set, are the runtime's and are left alone; a GOGC
 // from the environment also turns the floor off.
-const (
-	defaultGCPercent = gcfloor.DefaultPercent
-	// memoryLimitShare is the part of the available memory used as the
-	// soft limit (1/memoryLimitShare).
-	memoryLimitShare = 2
-)
+// memoryLimitShare is the part of the available memory used as the soft
+// limit (1/memoryLimitShare).
+const memoryLimitShare = 2
 
 // gcSettings is what tuneGC set or found.
 type gcSettings struct {
@@ -65,7 +62,7 @@ func tuneGC() gcSettings {
 		debug.SetGCPercent(g.Percent)
 	} else {
 		g.PercentFrom = "default"
-		g.Percent = defaultGCPercent
+		g.Percent = gcfloor.DefaultPercent
 	}
 	g.Limit, g.LimitFrom = tuneMemoryLimit()
 	if g.PercentFrom == "default" {

@@ -24,8 +24,8 @@ func TestTuneGCDefaults(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
 	g := tuneGC()
-	if g.Percent != defaultGCPercent || g.PercentFrom != "default" {
-		t.Errorf("settings %+v, want GOGC=%d by default", g, defaultGCPercent)
+	if g.Percent != gcfloor.DefaultPercent || g.PercentFrom != "default" {
+		t.Errorf("settings %+v, want GOGC=%d by default", g, gcfloor.DefaultPercent)
 	}
 	if mem := availableMemory(); mem > 0 {
 		if g.LimitFrom != "default" || g.Limit != mem/memoryLimitShare || debug.SetMemoryLimit(-1) != g.Limit {
@@ -36,8 +36,8 @@ func TestTuneGCDefaults(t *testing.T) {
 		t.Errorf("settings %+v, want a heap floor of %d bytes", g, gcfloor.FloorFor(g.Limit))
 	}
 	// The floor only ever raises the default (gcfloor's tests cover how).
-	if got := gcfloor.Current(); got < defaultGCPercent {
-		t.Errorf("runtime GOGC %d, want at least %d", got, defaultGCPercent)
+	if got := gcfloor.Current(); got < gcfloor.DefaultPercent {
+		t.Errorf("runtime GOGC %d, want at least %d", got, gcfloor.DefaultPercent)
 	}
 }
 

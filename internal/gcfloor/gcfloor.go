@@ -49,7 +49,7 @@ var st struct {
 	paused  int    // Pause calls not yet resumed
 	prev    int    // the percent in force when the first pause began
 	seen    uint64 // collections whose end the floor saw
-	last    Heap   // what the last of them left
+	last    heap   // what the last of them left
 }
 
 // Set sets GOGC to percent and keeps the heap goal at least floor bytes
@@ -62,7 +62,7 @@ func Set(percent int, floor uint64) {
 	if st.paused > 0 {
 		st.prev = percent // the last resume applies it
 	} else {
-		debug.SetGCPercent(Percent(percent, floor, lastHeap()))
+		debug.SetGCPercent(percentFor(percent, floor, lastHeap()))
 	}
 	if floor > 0 && !st.armed {
 		st.armed = true
@@ -70,20 +70,20 @@ func Set(percent int, floor uint64) {
 	}
 }
 
-// Heap is what a collection left: the heap it marked live, and what the
+// heap is what a collection left: the heap it marked live, and what the
 // percent multiplies (the live heap, the goroutine stacks and the globals
 // it scanned). The next collection starts near
-// Live + Scanned × GOGC/100.
-type Heap struct{ Live, Scanned uint64 }
+// live + scanned × GOGC/100.
+type heap struct{ live, scanned uint64 }
 
-// Percent is the GOGC that puts the next collection at floor bytes of
+// percentFor is the GOGC that puts the next collection at floor bytes of
 // heap after a collection that left h, and never below percent (off stays
 // off; no floor, or nothing measured yet, is percent).
-func Percent(percent int, floor uint64, h Heap) int {
-	if percent < 0 || floor == 0 || h.Scanned == 0 || h.Live >= floor {
+func percentFor(percent int, floor uint64, h heap) int {
+	if percent < 0 || floor == 0 || h.scanned == 0 || h.live >= floor {
 		return percent
 	}
-	p := (floor - h.Live) * 100 / h.Scanned
+	p := (floor - h.live) * 100 / h.scanned
 	// The runtime never sets the goal below its heap minimum, 4 MiB ×
 	// GOGC/100: from a live heap of a few hundred kilobytes the percent
 	// above would put the minimum, and the goal, far past the floor.
@@ -105,7 +105,12 @@ func Current() int {
 
 // Pause turns the collector off until the returned function is called
 // (calls nest: the last one restores the percent, with the floor applied
-// to the live heap of the moment).
+// to the live heap of the moment). A load pauses it: restoring a snapshot
+// allocates the whole projections at once and keeps all of it, so
+// collecting meanwhile only marks memory that stays live (about half the
+// CPU of a million-task restore, and the write barriers on every pointer
+// it stores); the first collection runs after the restore, concurrently
+// with the rest of start-up and serving.
 func Pause() (resume func()) {
 	st.Lock()
 	if st.paused == 0 {
@@ -121,7 +126,7 @@ func Pause() (resume func()) {
 		defer st.Unlock()
 		st.paused--
 		if st.paused == 0 {
-			debug.SetGCPercent(Percent(st.prev, st.floor, lastHeap()))
+			debug.SetGCPercent(percentFor(st.prev, st.floor, lastHeap()))
 		}
 	})
 }
@@ -150,13 +155,13 @@ func collected() {
 		return
 	}
 	if st.paused == 0 {
-		debug.SetGCPercent(Percent(st.percent, st.floor, st.last))
+		debug.SetGCPercent(percentFor(st.percent, st.floor, st.last))
 	}
 	arm()
 }
 
 // lastHeap is what the last collection left (zero before the first one).
-func lastHeap() Heap {
+func lastHeap() heap {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	metrics.Read(s)
 	var v [3]uint64
@@ -166,7 +171,7 @@ func lastHeap() Heap {
 		}
 	}
 	if v[0] == 0 {
-		return Heap{}
+		return heap{}
 	}
-	return Heap{Live: v[0], Scanned: v[0] + v[1] + v[2]}
+	return heap{live: v[0], scanned: v[0] + v[1] + v[2]}
 }

@@ -15,7 +15,7 @@ func reset(t *testing.T) {
 
 // inForce is the GOGC in force and the live heap of the last collection
 // the floor saw, read together.
-func inForce() (percent int, last Heap) {
+func inForce() (percent int, last heap) {
 	st.Lock()
 	defer st.Unlock()
 	percent = debug.SetGCPercent(-1)
@@ -51,21 +51,21 @@ func TestPercentReachesTheFloorFromTheLiveHeap(t *testing.T) {
 	for _, c := range []struct {
 		percent int
 		floor   uint64
-		h       Heap
+		h       heap
 		want    int
 	}{
-		{400, 256 * mb, Heap{10 * mb, 10 * mb}, 2460},  // 10 + 10 × 24.6 = 256
-		{400, 256 * mb, Heap{10 * mb, 41 * mb}, 600},   // stacks and globals count: 10 + 41 × 6 = 256
-		{400, 256 * mb, Heap{100 * mb, 100 * mb}, 400}, // 5 × 100 already passes the floor
-		{400, 256 * mb, Heap{300 * mb, 300 * mb}, 400}, // above the floor
-		{400, 0, Heap{10 * mb, 10 * mb}, 400},          // no floor
-		{400, 256 * mb, Heap{}, 400},                   // nothing measured yet
-		{-1, 256 * mb, Heap{10 * mb, 10 * mb}, -1},     // off stays off
-		{100, 256 * mb, Heap{1, 1}, 6400},              // the runtime's minimum, 4 MiB × 64, is the floor
-		{400, 256 * mb, Heap{mb, 2 * mb}, 6400},        // 1 + 2 × 127.5 would be a goal; the minimum at 12750 % would be 510 MB
+		{400, 256 * mb, heap{10 * mb, 10 * mb}, 2460},  // 10 + 10 × 24.6 = 256
+		{400, 256 * mb, heap{10 * mb, 41 * mb}, 600},   // stacks and globals count: 10 + 41 × 6 = 256
+		{400, 256 * mb, heap{100 * mb, 100 * mb}, 400}, // 5 × 100 already passes the floor
+		{400, 256 * mb, heap{300 * mb, 300 * mb}, 400}, // above the floor
+		{400, 0, heap{10 * mb, 10 * mb}, 400},          // no floor
+		{400, 256 * mb, heap{}, 400},                   // nothing measured yet
+		{-1, 256 * mb, heap{10 * mb, 10 * mb}, -1},     // off stays off
+		{100, 256 * mb, heap{1, 1}, 6400},              // the runtime's minimum, 4 MiB × 64, is the floor
+		{400, 256 * mb, heap{mb, 2 * mb}, 6400},        // 1 + 2 × 127.5 would be a goal; the minimum at 12750 % would be 510 MB
 	} {
-		if got := Percent(c.percent, c.floor, c.h); got != c.want {
-			t.Errorf("Percent(%d, %d, %+v) = %d, want %d", c.percent, c.floor, c.h, got, c.want)
+		if got := percentFor(c.percent, c.floor, c.h); got != c.want {
+			t.Errorf("percentFor(%d, %d, %+v) = %d, want %d", c.percent, c.floor, c.h, got, c.want)
 		}
 	}
 }
@@ -79,10 +79,10 @@ func TestTheFloorRaisesThePercentAfterEachCollection(t *testing.T) {
 	Set(100, floor)
 	collect(t)
 	got, last := inForce()
-	if last.Live == 0 || last.Scanned < last.Live || last.Scanned > floor/4 {
+	if last.live == 0 || last.scanned < last.live || last.scanned > floor/4 {
 		t.Fatalf("the last collection left %+v: the test needs a small heap", last)
 	}
-	if want := Percent(100, floor, last); got != want || got <= 100 {
+	if want := percentFor(100, floor, last); got != want || got <= 100 {
 		t.Fatalf("GOGC %d after a collection that left %+v, want %d", got, last, want)
 	}
 	Set(100, 0)
@@ -111,7 +111,7 @@ func TestPauseHoldsTheCollectorOffAcrossCollections(t *testing.T) {
 	}
 	outer()
 	outer() // a resume counts once
-	if got, want := Current(), Percent(200, floor, lastHeap()); got != want || got <= 200 {
+	if got, want := Current(), percentFor(200, floor, lastHeap()); got != want || got <= 200 {
 		t.Fatalf("GOGC %d after the last resume, want %d", got, want)
 	}
 }
